@@ -1,0 +1,30 @@
+# The two commands of the README: `make demo` (the main job) and `make test` (lint + the test suite).
+# Both set up a fresh machine first (idempotent; see scripts/bootstrap.sh).
+PY := .venv/bin/python
+
+.PHONY: bootstrap demo smoke test test-fast lint bench bench-quick
+bootstrap:
+	bash scripts/bootstrap.sh
+
+demo: bootstrap
+	.venv/bin/esopt train --config configs/demo.toml --run-dir runs/demo
+
+smoke: bootstrap
+	.venv/bin/esopt train --config configs/smoke.toml --run-dir runs/smoke
+
+lint: bootstrap
+	.venv/bin/ruff check .
+
+test: bootstrap
+	.venv/bin/ruff check .
+	$(PY) -m pytest
+
+test-fast: bootstrap
+	.venv/bin/ruff check .
+	$(PY) -m pytest -m "not slow"
+
+bench: bootstrap
+	$(PY) -m benchmarks.run
+
+bench-quick: bootstrap
+	$(PY) -m benchmarks.run --quick
