@@ -7,6 +7,7 @@ returns an :class:`EvalResult` with a score in [0, 1] and a JSON-serialisable ``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -40,6 +41,9 @@ class EvalContext:
     """The task intent (the judge sees it)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form extras (e.g. the action history) for custom evaluators."""
+    accounts: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Site accounts for the ``func:`` helpers, in WebArena's ``ACCOUNTS`` shape, e.g.
+    ``{"shopping_site_admin": {"username": ..., "password": ...}}``; missing ones use WebArena's defaults."""
 
 
 @dataclass
