@@ -1,0 +1,571 @@
+"""The co-evolution search distribution: an implicit Gaussian over the weights times one categorical per
+prompt slot.
+
+The weight part is ``N(theta_t, sigma_t^2 I)``. Its centre ``theta_t`` lives in the workers' model replicas,
+never here: the distribution holds the sigma schedule, the generation counter and a base seed, and emits
+weight updates as ``(seed, coeff)`` lists (``theta += sum_j coeff_j * eps(seed_j)``, ``docs/CONTRACTS.md``).
+The prompt part is one categorical per slot over that slot's variant pool.
+
+Sampling yields the candidate rows of :mod:`es_agent.rows` (float64, ``(N, 3 + n_slots)``): noise seed, signed
+sigma, env seed, prompt ids. Seeds come from an explicit generator, by default derived from
+``(base_seed, generation)``, so a generation's population is reproducible from the checkpoint alone.
+Antithetic pairs (adjacent rows, ``+sigma_t`` then ``-sigma_t`` on one seed) share their prompt ids, so a pair
+isolates the weight direction; all rows of a generation share one env seed (common random numbers).
+
+One set of shaped weights ``w`` (:mod:`cotrain.shaping`) drives both parts, each an online reward-weighted
+mean. Let ``c = w - mean(w)`` (a no-op for centred ranks and z-scores):
+
+* weights: ``theta += lr * sum_i (c_i / D) * sigma_i * eps(seed_i)``, ``sigma_i = s_i * sigma_t`` being the
+  row's signed sigma (the DESIGN formula ``eta * sigma_t * sum_i w_i s_i eps_i`` with ``w_i = c_i / D``).
+  With ``weight_normalisation="total_weight"`` (default) ``D = sum_i |c_i|``: the step is ``lr / 2`` times
+  the difference between the weighted mean of the better-than-average candidates and that of the worse ones
+  (``lr = 1`` on a single antithetic pair moves the centre onto its better member), whatever the population
+  size and the scale of the weights. With ``"population"``, ``D = N`` (OpenAI-ES, "ES at scale"). Rows that
+  share a seed merge into one coefficient (an antithetic pair: ``lr * sigma_t * (c_plus - c_minus) / D``);
+  zero coefficients are dropped.
+* prompts, per slot: ``p <- (1 - alpha) * p + alpha * share``, where ``share(v)`` is the fraction of the
+  non-negative part of ``c`` held by the candidates that used variant ``v``: only better-than-average
+  candidates vote, in proportion to their margin (with 0/1 rewards and ``raw`` shaping, this is the plain
+  success-weighted share). Then every probability is lifted to at least ``prob_floor`` (the others rescaled),
+  so no variant dies.
+
+When all weights are zero (all rewards equal) neither part changes and the weight update is empty; the
+generation counter still advances, so the next generation draws fresh seeds instead of re-evaluating the same
+population.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from evotorch.distributions import Distribution
+
+from cotrain.schedule import cosine_sigma, validate_sigma_range
+from cotrain.shaping import ShapingConfig, as_reward_matrix, shape_fitness
+from es_agent.rows import FIXED_COLUMNS
+
+SEED_BOUND = 2**31
+"""Noise and env seeds are drawn from ``[0, SEED_BOUND)``: exact in float64 rows, valid for 32-bit seeders."""
+
+SERIAL_FORMAT = "cotrain.CoEvolutionDistribution/1"
+"""Tag of :meth:`CoEvolutionDistribution.to_dict` payloads."""
+
+WeightNormalisation = Literal["total_weight", "population"]
+_FLOAT_FIELDS = ("sigma_0", "sigma_min", "learning_rate", "prompt_learning_rate", "prob_floor")
+_BOOL_FIELDS = ("antithetic", "evolve_weights", "evolve_prompts")
+
+
+@dataclass(frozen=True)
+class CoEvolutionConfig:
+    """Hyperparameters of :class:`CoEvolutionDistribution` (all of them travel in its ``parameters``)."""
+
+    sigma_0: float = 1e-3
+    """Perturbation scale at generation 0 (start of the cosine schedule)."""
+    sigma_min: float = 1e-4
+    """Perturbation scale reached at ``total_generations`` and kept afterwards."""
+    total_generations: int = 100
+    """Length of the cosine schedule, in generations."""
+    learning_rate: float = 0.5
+    """``lr`` of the weight step ``lr * sum_i w~_i * sigma_i * eps_i`` (see the module docstring)."""
+    prompt_learning_rate: float = 0.2
+    """``alpha`` of the prompt update ``p <- (1 - alpha) p + alpha share``, in [0, 1]."""
+    prob_floor: float = 0.01
+    """Least probability of any prompt variant; ``pool_size * prob_floor`` must stay <= 1."""
+    antithetic: bool = True
+    """Sample mirrored pairs (same seed, ``+sigma``/``-sigma``, same prompt ids); populations must be even."""
+    evolve_weights: bool = True
+    """Ablation switch: if False, rows carry sigma 0 (seed 0) and no weight update is ever emitted."""
+    evolve_prompts: bool = True
+    """Ablation switch: if False, every row uses the most probable ids and the categoricals never change."""
+    weight_normalisation: WeightNormalisation = "total_weight"
+    """Divisor of the weight step: ``total_weight`` (sum of |centred weights|) or ``population`` (N)."""
+
+    def __post_init__(self) -> None:
+        for name in _FLOAT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value!r}")
+        validate_sigma_range(self.sigma_0, self.sigma_min)
+        if isinstance(self.total_generations, bool) or not isinstance(self.total_generations, int):
+            raise ValueError(f"total_generations must be an int, got {self.total_generations!r}")
+        if self.total_generations < 1:
+            raise ValueError(f"total_generations must be >= 1, got {self.total_generations}")
+        if self.learning_rate < 0:
+            raise ValueError(f"learning_rate must be >= 0, got {self.learning_rate}")
+        if not 0 <= self.prompt_learning_rate <= 1:
+            raise ValueError(f"prompt_learning_rate must lie in [0, 1], got {self.prompt_learning_rate}")
+        if not 0 <= self.prob_floor < 1:
+            raise ValueError(f"prob_floor must lie in [0, 1), got {self.prob_floor}")
+        for name in _BOOL_FIELDS:
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.weight_normalisation not in ("total_weight", "population"):
+            raise ValueError(
+                "weight_normalisation must be 'total_weight' or 'population',"
+                f" got {self.weight_normalisation!r}"
+            )
+
+
+_CONFIG_FIELDS = tuple(f.name for f in fields(CoEvolutionConfig))
+
+
+@dataclass(frozen=True)
+class WeightUpdate:
+    """One generation's weight update: ``theta += sum_j coeffs[j] * eps(seeds[j])`` (empty: no change)."""
+
+    seeds: tuple[int, ...] = ()
+    """Noise seeds, each at most once, in order of first appearance in the rows."""
+    coeffs: tuple[float, ...] = ()
+    """Coefficient of each seed's noise (already includes the learning rate and sigma)."""
+
+    def __post_init__(self) -> None:
+        if len(self.seeds) != len(self.coeffs):
+            raise ValueError(f"{len(self.seeds)} seeds but {len(self.coeffs)} coeffs")
+        if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in self.seeds):
+            raise ValueError(f"seeds must be non-negative ints, got {self.seeds}")
+        if not all(math.isfinite(c) for c in self.coeffs):
+            raise ValueError(f"coeffs must be finite, got {self.coeffs}")
+
+    def __len__(self) -> int:
+        return len(self.seeds)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the update changes nothing."""
+        return not self.seeds
+
+    def to_dict(self) -> dict[str, list]:
+        """JSON-safe form for the update log."""
+        return {"seeds": list(self.seeds), "coeffs": list(self.coeffs)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WeightUpdate:
+        """Inverse of :meth:`to_dict`."""
+        return cls(tuple(int(s) for s in data["seeds"]), tuple(float(c) for c in data["coeffs"]))
+
+
+def project_to_floor(probs: torch.Tensor | Sequence[float], floor: float) -> torch.Tensor:
+    """Renormalise ``probs`` and lift each entry to at least ``floor``, rescaling the others (sum stays 1)."""
+    p = torch.as_tensor(probs, dtype=torch.float64).detach().cpu().clone().reshape(-1)
+    k = p.numel()
+    if k < 1 or not torch.isfinite(p).all() or (p < 0).any() or float(p.sum()) <= 0:
+        raise ValueError(f"probabilities must be finite, non-negative and not all zero, got {p.tolist()}")
+    if k * floor > 1 + 1e-12:
+        raise ValueError(f"prob_floor={floor} is infeasible for {k} variants (needs {k} * floor <= 1)")
+    if k * floor >= 1 - 1e-12:
+        return torch.full((k,), 1.0 / k, dtype=torch.float64)
+    p = p / p.sum()
+    pinned = torch.zeros(k, dtype=torch.bool)
+    while True:
+        free = ~pinned
+        free_mass = 1.0 - floor * int(pinned.sum())
+        # Entries pinned in a pass had q < floor, so the free ones always keep a positive mass.
+        q = p[free] / p[free].sum() * free_mass
+        low = q < floor
+        if not low.any():
+            out = torch.full((k,), float(floor), dtype=torch.float64)
+            out[free] = q
+            return out
+        pinned[torch.nonzero(free).reshape(-1)[low]] = True
+
+
+def _resolve_generator(generator: Any) -> torch.Generator | None:
+    if generator is None or isinstance(generator, torch.Generator):
+        return generator
+    # EvoTorch's convention: any object with a `generator` attribute (a Problem) stands for its generator.
+    inner = getattr(generator, "generator", None)
+    if isinstance(inner, torch.Generator):
+        return inner
+    raise TypeError(
+        f"expected a torch.Generator or an object with a `generator` attribute, got {type(generator)}"
+    )
+
+
+class CoEvolutionDistribution(Distribution):
+    """Implicit ``N(theta_t, sigma_t^2 I)`` over weights times one categorical per prompt slot.
+
+    Build one with :meth:`create`; EvoTorch's constructor form ``CoEvolutionDistribution(parameters)`` is what
+    :meth:`modified_copy` and :meth:`to` use. Updates return new objects. Samples are candidate rows
+    (``es_agent.rows``), so ``solution_length = 3 + n_slots`` and the dtype is always float64.
+    """
+
+    MANDATORY_PARAMETERS = {"sigma_0", "prompt_probs", "base_seed"}
+    OPTIONAL_PARAMETERS = {name for name in _CONFIG_FIELDS if name != "sigma_0"} | {"generation"}
+    PARAMETER_NDIMS: dict[str, int] = {}
+
+    def __init__(
+        self,
+        parameters: dict,
+        *,
+        solution_length: int | None = None,
+        dtype: Any = None,
+        device: Any = None,
+    ) -> None:
+        unknown = set(parameters) - self.MANDATORY_PARAMETERS - self.OPTIONAL_PARAMETERS
+        missing = self.MANDATORY_PARAMETERS - set(parameters)
+        if unknown or missing:
+            raise ValueError(
+                f"CoEvolutionDistribution parameters: unknown {sorted(unknown)}, missing {sorted(missing)};"
+                f" mandatory {sorted(self.MANDATORY_PARAMETERS)}, optional {sorted(self.OPTIONAL_PARAMETERS)}"
+            )
+        if dtype is not None and _torch_dtype(dtype) != torch.float64:
+            raise ValueError(f"candidate rows are float64 (exact seeds); dtype {dtype} is not supported")
+        config = CoEvolutionConfig(
+            **{name: _plain(parameters[name]) for name in _CONFIG_FIELDS if name in parameters}
+        )
+        generation = _non_negative_int("generation", parameters.get("generation", 0))
+        base_seed = _non_negative_int("base_seed", parameters["base_seed"])
+        probs = self._checked_probs(parameters["prompt_probs"], config.prob_floor)
+        if device is None:
+            device = probs[0].device if probs else torch.device("cpu")
+        n_columns = FIXED_COLUMNS + len(probs)
+        if solution_length is not None and int(solution_length) != n_columns:
+            raise ValueError(
+                f"solution_length={solution_length} but {len(probs)} slots need {n_columns} columns"
+            )
+        normalised = {
+            **asdict(config),
+            "generation": generation,
+            "base_seed": base_seed,
+            "prompt_probs": probs,
+        }
+        super().__init__(solution_length=n_columns, parameters=normalised, dtype=torch.float64, device=device)
+
+    @staticmethod
+    def _checked_probs(raw: Any, floor: float) -> tuple[torch.Tensor, ...]:
+        out = []
+        for slot, values in enumerate(raw):
+            p = torch.as_tensor(values, dtype=torch.float64).detach().clone()
+            if p.ndim != 1 or p.numel() < 1:
+                raise ValueError(
+                    f"prompt_probs[{slot}] must be a non-empty 1-D vector, got shape {tuple(p.shape)}"
+                )
+            if not torch.isfinite(p).all() or (p < 0).any() or abs(float(p.sum()) - 1.0) > 1e-6:
+                raise ValueError(f"prompt_probs[{slot}] must be a probability vector, got {p.tolist()}")
+            if float(p.min()) < floor or abs(float(p.sum()) - 1.0) > 1e-12:
+                p = project_to_floor(p, floor).to(p.device)
+            out.append(p)
+        return tuple(out)
+
+    # ----- construction -------------------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        pool_sizes: Sequence[int],
+        *,
+        base_seed: int,
+        config: CoEvolutionConfig | None = None,
+        initial_probs: Sequence[Sequence[float]] | None = None,
+    ) -> CoEvolutionDistribution:
+        """A generation-0 distribution over ``len(pool_sizes)`` slots (uniform categoricals unless given)."""
+        config = config or CoEvolutionConfig()
+        sizes = [int(k) for k in pool_sizes]
+        if any(k < 1 for k in sizes):
+            raise ValueError(f"every prompt pool needs at least one variant, got sizes {sizes}")
+        if initial_probs is None:
+            probs = [torch.full((k,), 1.0 / k, dtype=torch.float64) for k in sizes]
+        else:
+            probs = [torch.as_tensor(p, dtype=torch.float64) for p in initial_probs]
+            if [p.numel() for p in probs] != sizes:
+                raise ValueError(f"initial_probs sizes {[p.numel() for p in probs]} != pool_sizes {sizes}")
+        probs = [project_to_floor(p, config.prob_floor) for p in probs]
+        return cls({**asdict(config), "prompt_probs": tuple(probs), "base_seed": base_seed, "generation": 0})
+
+    # ----- state --------------------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> CoEvolutionConfig:
+        """The hyperparameters, as a typed config."""
+        return CoEvolutionConfig(**{name: self.parameters[name] for name in _CONFIG_FIELDS})
+
+    @property
+    def generation(self) -> int:
+        """Number of updates so far (0-based index of the generation the next sample belongs to)."""
+        return int(self.parameters["generation"])
+
+    @property
+    def base_seed(self) -> int:
+        """Root of every seed the distribution draws."""
+        return int(self.parameters["base_seed"])
+
+    @property
+    def prompt_probs(self) -> tuple[torch.Tensor, ...]:
+        """One probability vector per prompt slot (copies)."""
+        return tuple(p.clone() for p in self.parameters["prompt_probs"])
+
+    @property
+    def n_slots(self) -> int:
+        """Number of prompt slots."""
+        return len(self.parameters["prompt_probs"])
+
+    @property
+    def pool_sizes(self) -> tuple[int, ...]:
+        """Number of variants in each slot's pool."""
+        return tuple(int(p.numel()) for p in self.parameters["prompt_probs"])
+
+    def sigma_at(self, generation: int) -> float:
+        """The cosine schedule's sigma at ``generation``."""
+        p = self.parameters
+        return cosine_sigma(int(generation), p["total_generations"], p["sigma_0"], p["sigma_min"])
+
+    @property
+    def sigma(self) -> float:
+        """The |sigma| the rows of the current generation carry (0 when weights are not evolved)."""
+        return self.sigma_at(self.generation) if self.parameters["evolve_weights"] else 0.0
+
+    def most_probable_prompt_ids(self) -> tuple[int, ...]:
+        """Per slot, the variant of highest probability (lowest index among ties)."""
+        return tuple(int(torch.argmax(p.cpu())) for p in self.parameters["prompt_probs"])
+
+    def generation_seed(self, generation: int | None = None) -> int:
+        """Seed of the sampling generator of ``generation`` (default: the current one), from the base seed."""
+        gen = self.generation if generation is None else _non_negative_int("generation", generation)
+        state = np.random.SeedSequence([self.base_seed, gen]).generate_state(2, dtype=np.uint32)
+        return (int(state[0]) << 32 | int(state[1])) % 2**63
+
+    def make_generator(self, generation: int | None = None) -> torch.Generator:
+        """A fresh CPU generator seeded with :meth:`generation_seed`."""
+        return torch.Generator().manual_seed(self.generation_seed(generation))
+
+    # ----- sampling -----------------------------------------------------------------------------------------
+
+    def sample_rows(self, num: int, generator: Any = None) -> torch.Tensor:
+        """``num`` candidate rows, float64 ``(num, 3 + n_slots)``.
+
+        ``generator`` defaults to :meth:`make_generator` (reproducible from the checkpoint); a torch generator
+        or an object with a ``generator`` attribute (EvoTorch's convention) may be given instead.
+        """
+        num = int(num)
+        p = self.parameters
+        paired = p["evolve_weights"] and p["antithetic"]
+        if num < 1 or (paired and num % 2):
+            raise ValueError(
+                f"population size must be >= 1{' and even (antithetic pairs)' if paired else ''}, got {num}"
+            )
+        gen = _resolve_generator(generator) or self.make_generator()
+        env_seed = int(torch.randint(0, SEED_BOUND, (1,), generator=gen))
+        n_draws = num // 2 if paired else num
+        if p["evolve_weights"]:
+            seeds = torch.randint(0, SEED_BOUND, (n_draws,), generator=gen, dtype=torch.int64)
+            signs = torch.ones(n_draws, dtype=torch.float64)
+        else:
+            seeds = torch.zeros(n_draws, dtype=torch.int64)
+            signs = torch.zeros(n_draws, dtype=torch.float64)
+        if p["evolve_prompts"]:
+            ids = [
+                torch.multinomial(q.cpu(), n_draws, replacement=True, generator=gen)
+                for q in p["prompt_probs"]
+            ]
+        else:
+            ids = [torch.full((n_draws,), i, dtype=torch.int64) for i in self.most_probable_prompt_ids()]
+        if paired:
+            seeds = seeds.repeat_interleave(2)
+            signs = torch.tensor([1.0, -1.0], dtype=torch.float64).repeat(n_draws)
+            ids = [i.repeat_interleave(2) for i in ids]
+        rows = torch.empty((num, self.solution_length), dtype=torch.float64)
+        rows[:, 0] = seeds.to(torch.float64)
+        rows[:, 1] = signs * self.sigma
+        rows[:, 2] = float(env_seed)
+        for slot, slot_ids in enumerate(ids):
+            rows[:, FIXED_COLUMNS + slot] = slot_ids.to(torch.float64)
+        return rows.to(self.device)
+
+    def _fill(self, out: torch.Tensor, *, generator: Any = None) -> None:
+        out[:] = self.sample_rows(out.shape[0], generator)
+
+    @classmethod
+    def functional_sample(cls, num_solutions: int, parameters: dict) -> torch.Tensor:
+        """Sample rows from a parameter dict without keeping the distribution (EvoTorch's functional API)."""
+        return cls(parameters).sample_rows(num_solutions)
+
+    # ----- update -------------------------------------------------------------------------------------------
+
+    def update(
+        self,
+        rows: torch.Tensor,
+        rewards: torch.Tensor | Sequence[Sequence[float]],
+        shaping: ShapingConfig | None = None,
+    ) -> tuple[CoEvolutionDistribution, WeightUpdate]:
+        """Shape ``rewards`` ``(n, n_tasks)`` of the sampled ``rows`` and return the next distribution and the
+        weight update (empty when all rewards are equal or weights are not evolved)."""
+        shaping = shaping or ShapingConfig()
+        matrix = as_reward_matrix(rewards)
+        if matrix.shape[0] != rows.shape[0]:
+            raise ValueError(f"{rows.shape[0]} rows but rewards for {matrix.shape[0]} candidates")
+        gradients = self._compute_gradients(rows, shape_fitness(matrix, shaping), shaping.method)
+        return self.update_parameters(gradients), self.weight_update_from(gradients)
+
+    def _split_rows(self, rows: torch.Tensor) -> tuple[list[int], torch.Tensor, torch.Tensor]:
+        rows = torch.as_tensor(rows, dtype=torch.float64).detach().cpu()
+        if rows.ndim != 2 or rows.shape[1] != self.solution_length or rows.shape[0] < 1:
+            raise ValueError(f"expected rows of shape (N, {self.solution_length}), got {tuple(rows.shape)}")
+        integral = torch.cat([rows[:, :1], rows[:, 2:]], dim=1)
+        if not torch.isfinite(rows).all() or (integral != integral.round()).any() or (integral < 0).any():
+            raise ValueError("rows hold non-integral or negative seeds / prompt ids")
+        ids = rows[:, FIXED_COLUMNS:].to(torch.int64)
+        for slot, size in enumerate(self.pool_sizes):
+            if ids.shape[0] and int(ids[:, slot].max()) >= size:
+                raise ValueError(
+                    f"prompt id {int(ids[:, slot].max())} out of range for slot {slot} (size {size})"
+                )
+        return [int(s) for s in rows[:, 0].tolist()], rows[:, 1].clone(), ids
+
+    def _compute_gradients(
+        self, samples: torch.Tensor, weights: torch.Tensor, ranking_used: str | None
+    ) -> dict:
+        """The update directions of both parts from rows ``samples`` and shaped ``weights`` (higher = better).
+
+        Returns ``weight_seeds`` (int64) and ``weight_coeffs`` (float64, the final coefficients: learning rate
+        and sigma included; empty when there is nothing to apply) and ``prompt_shares`` (per slot, each
+        variant's share of the non-negative part of the centred weights; ``()`` when prompts do not move).
+        """
+        seeds, signed_sigmas, ids = self._split_rows(samples)
+        w = torch.as_tensor(weights, dtype=torch.float64).detach().cpu().reshape(-1)
+        if w.numel() != len(seeds):
+            raise ValueError(f"{len(seeds)} rows but {w.numel()} weights")
+        if not torch.isfinite(w).all():
+            raise ValueError("weights contain NaN or inf")
+        p = self.parameters
+        coeff_by_seed: dict[int, float] = {}
+        centred = w - w.mean()
+        denom = (
+            float(centred.abs().sum()) if p["weight_normalisation"] == "total_weight" else float(w.numel())
+        )
+        if p["evolve_weights"] and denom > 0 and bool((centred != 0).any()):
+            per_row = p["learning_rate"] * signed_sigmas * centred / denom
+            for seed, coeff in zip(seeds, per_row.tolist(), strict=True):
+                coeff_by_seed[seed] = coeff_by_seed.get(seed, 0.0) + coeff
+        kept = [(s, c) for s, c in coeff_by_seed.items() if c != 0.0]
+        shares: tuple[torch.Tensor, ...] = ()
+        positive = centred.clamp(min=0.0)
+        if p["evolve_prompts"] and self.n_slots and float(positive.sum()) > 0:
+            mass = positive / positive.sum()
+            shares = tuple(
+                torch.zeros(size, dtype=torch.float64).index_add_(0, ids[:, slot], mass)
+                for slot, size in enumerate(self.pool_sizes)
+            )
+        return {
+            "weight_seeds": torch.tensor([s for s, _ in kept], dtype=torch.int64),
+            "weight_coeffs": torch.tensor([c for _, c in kept], dtype=torch.float64),
+            "prompt_shares": shares,
+        }
+
+    @staticmethod
+    def weight_update_from(gradients: dict) -> WeightUpdate:
+        """The ``(seed, coeff)`` list held in a :meth:`_compute_gradients` result."""
+        seeds = tuple(int(s) for s in gradients["weight_seeds"].tolist())
+        return WeightUpdate(seeds, tuple(float(c) for c in gradients["weight_coeffs"].tolist()))
+
+    def update_parameters(
+        self, gradients: dict, *, learning_rates: dict | None = None, optimizers: dict | None = None
+    ) -> CoEvolutionDistribution:
+        """The next generation's distribution: categoricals mixed towards ``prompt_shares`` (at the rate
+        ``learning_rates["prompt_probs"]``, default ``prompt_learning_rate``), floor applied, generation + 1.
+        The weight part lives in the workers: apply ``weight_update_from(gradients)`` there."""
+        if optimizers:
+            raise ValueError(
+                "CoEvolutionDistribution takes no optimizers: its weight step is a (seed, coeff) list"
+            )
+        alpha = float((learning_rates or {}).get("prompt_probs", self.parameters["prompt_learning_rate"]))
+        if not 0 <= alpha <= 1:
+            raise ValueError(f"prompt learning rate must lie in [0, 1], got {alpha}")
+        probs = self.parameters["prompt_probs"]
+        shares = gradients.get("prompt_shares", ())
+        if shares:
+            if len(shares) != len(probs):
+                raise ValueError(f"{len(shares)} prompt shares for {len(probs)} slots")
+            floor = self.parameters["prob_floor"]
+            probs = tuple(
+                project_to_floor((1 - alpha) * q.cpu() + alpha * s.cpu(), floor).to(q.device)
+                for q, s in zip(probs, shares, strict=True)
+            )
+        return self.modified_copy(prompt_probs=probs, generation=self.generation + 1)
+
+    # ----- pool changes -------------------------------------------------------------------------------------
+
+    def with_added_variant(self, slot: int, mass: float) -> CoEvolutionDistribution:
+        """A copy whose ``slot`` pool gains a last variant of probability ``mass`` (others times 1 - mass)."""
+        probs = list(self.parameters["prompt_probs"])
+        slot = self._checked_slot(slot)
+        if not 0 < mass < 1:
+            raise ValueError(f"mass of a new variant must lie in (0, 1), got {mass}")
+        old = probs[slot].cpu()
+        grown = torch.cat([(1 - mass) * old, torch.tensor([float(mass)], dtype=torch.float64)])
+        probs[slot] = project_to_floor(grown, self.parameters["prob_floor"]).to(probs[slot].device)
+        return self.modified_copy(prompt_probs=tuple(probs))
+
+    def with_removed_variant(self, slot: int, idx: int) -> CoEvolutionDistribution:
+        """A copy without variant ``idx`` of ``slot`` (later ids shift down by one), renormalised."""
+        probs = list(self.parameters["prompt_probs"])
+        slot = self._checked_slot(slot)
+        size = probs[slot].numel()
+        if size < 2:
+            raise ValueError(f"slot {slot} has a single variant: a pool cannot become empty")
+        if not 0 <= idx < size:
+            raise ValueError(f"variant {idx} out of range for slot {slot} (size {size})")
+        if not self.parameters["evolve_prompts"] and idx == self.most_probable_prompt_ids()[slot]:
+            raise ValueError(
+                f"prompts are frozen (evolve_prompts=False): variant {idx} of slot {slot} is in use"
+            )
+        kept = torch.cat([probs[slot][:idx], probs[slot][idx + 1 :]]).cpu()
+        probs[slot] = project_to_floor(kept, self.parameters["prob_floor"]).to(probs[slot].device)
+        return self.modified_copy(prompt_probs=tuple(probs))
+
+    def _checked_slot(self, slot: int) -> int:
+        if not 0 <= int(slot) < self.n_slots:
+            raise ValueError(f"slot {slot} out of range: the distribution has {self.n_slots} slots")
+        return int(slot)
+
+    # ----- checkpoints --------------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe state (plain numbers, lists and strings; floats round-trip exactly through ``json``)."""
+        p = self.parameters
+        params: dict[str, Any] = {name: p[name] for name in _CONFIG_FIELDS}
+        params.update(
+            generation=self.generation,
+            base_seed=self.base_seed,
+            prompt_probs=[q.cpu().tolist() for q in p["prompt_probs"]],
+        )
+        return {"format": SERIAL_FORMAT, "parameters": params}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CoEvolutionDistribution:
+        """Inverse of :meth:`to_dict`."""
+        if data.get("format") != SERIAL_FORMAT:
+            raise ValueError(f"expected format {SERIAL_FORMAT!r}, got {data.get('format')!r}")
+        return cls(dict(data["parameters"]))
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(generation={self.generation}, sigma={self.sigma:.3g},"
+            f" pool_sizes={self.pool_sizes}, base_seed={self.base_seed})"
+        )
+
+
+def _plain(value: Any) -> Any:
+    """A 0-d tensor or numpy scalar as a Python number; anything else unchanged."""
+    if isinstance(value, (torch.Tensor, np.generic)):
+        return value.item()
+    return value
+
+
+def _non_negative_int(name: str, value: Any) -> int:
+    value = _plain(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        raise ValueError(f"{name} must be an int in [0, 2**63), got {value!r}")
+    return value
+
+
+def _torch_dtype(dtype: Any) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in (float, "float64", "double", np.float64):
+        return torch.float64
+    raise ValueError(f"candidate rows are float64 (exact seeds); dtype {dtype!r} is not supported")
