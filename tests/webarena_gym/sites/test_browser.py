@@ -1,0 +1,156 @@
+"""The embedded sites in a real Chromium: pages render with a useful accessibility tree, and the flows an
+agent
+performs (buy something, change an order's status, post, comment and vote) work through forms and links."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from webarena_gym.sites import EmbeddedSites
+from webarena_gym.sites.data import SiteData, post_path
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+CONTROL_ROLES = {"textbox", "searchbox", "combobox", "button", "link", "checkbox", "radio", "spinbutton"}
+
+
+@pytest.fixture(scope="module")
+def browser(chromium_path: str) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any, sites: EmbeddedSites) -> Iterator[Any]:
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()
+
+
+def _unnamed_controls(page: Any) -> list[str]:
+    """Interactive nodes of the accessibility tree without an accessible name."""
+    session = page.context.new_cdp_session(page)
+    nodes = session.send("Accessibility.getFullAXTree")["nodes"]
+    session.detach()
+    missing = []
+    for node in nodes:
+        role = node.get("role", {}).get("value")
+        name = (node.get("name") or {}).get("value", "")
+        if role in CONTROL_ROLES and not node.get("ignored") and not str(name).strip():
+            missing.append(f"{role} {node.get('backendDOMNodeId')}")
+    return missing
+
+
+def test_pages_render_with_named_controls(page: Any, sites: EmbeddedSites, sites_cache: Path) -> None:
+    data = SiteData(0, cache_dir=sites_cache)
+    product = data.products("electronics")[0]
+    post = data.posts("books")[0]
+    urls = sites.urls
+    for url, title in (
+        (urls["shopping"] + "/", "Home Page"),
+        (urls["shopping"] + "/electronics.html", "Electronics"),
+        (urls["shopping"] + f"/{product['url_key']}.html", product["name"]),
+        (urls["shopping"] + "/catalogsearch/result/?q=case", "Search results"),
+        (urls["shopping"] + "/customer/account/login/", "Customer Login"),
+        (urls["shopping_admin"] + "/", "Sign in"),
+        (urls["reddit"] + "/", "All posts"),
+        (urls["reddit"] + post_path(post), post["title"]),
+        (urls["reddit"] + "/user/MarvelsGrantMan136", "MarvelsGrantMan136"),
+        (urls["shopping"] + "/no-such-page.html", "404"),
+    ):
+        response = page.goto(url)
+        assert response is not None
+        assert title in page.title(), url
+        assert _unnamed_controls(page) == [], url
+    data.close()
+
+
+def test_shop_login_add_to_cart_and_checkout(page: Any, sites: EmbeddedSites) -> None:
+    base = sites.urls["shopping"]
+    page.goto(base + "/customer/account/login/")
+    page.get_by_label("Email", exact=True).fill("emma.lopez@gmail.com")
+    page.get_by_label("Password").fill("Password.123")
+    page.get_by_role("button", name="Sign In").click()
+    page.wait_for_url(base + "/customer/account/")
+    assert "Welcome, Emma Lopez!" in page.content()
+    page.get_by_role("link", name="Video Games").first.click()
+    page.get_by_role("button", name=re.compile(r"^Add .* to Cart$")).first.click()
+    assert "You added" in page.get_by_role("status").inner_text()
+    page.get_by_role("link", name=re.compile(r"My Cart \(1 items\)")).click()
+    page.get_by_role("link", name="Proceed to Checkout").click()
+    page.get_by_label("City").fill("Pittsburgh")
+    page.get_by_role("button", name="Place Order").click()
+    assert page.get_by_role("heading", name="Thank you for your purchase!").is_visible()
+    page.get_by_role("link", name=re.compile(r"^0000")).click()
+    assert "Pittsburgh" in page.content() and "Pending" in page.content()
+
+
+def test_admin_changes_an_order_status(page: Any, sites: EmbeddedSites, sites_cache: Path) -> None:
+    base = sites.urls["shopping_admin"]
+    with SiteData(0, cache_dir=sites_cache) as data:
+        order = data.orders(status="pending")[0]
+    page.goto(base + "/")
+    page.get_by_placeholder("user name").fill("admin")
+    page.get_by_placeholder("password").fill("admin1234")
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("link", name="Orders").click()
+    page.get_by_label("Order ID").fill(order["increment_id"])
+    page.get_by_role("button", name="Apply Filters").click()
+    page.get_by_role("link", name=f"View order {order['increment_id']}").click()
+    page.get_by_label("Status").select_option("processing")
+    page.get_by_label("Comment").fill("Packed and ready.")
+    page.get_by_role("button", name="Submit Comment").click()
+    assert "You saved the order status and comment." in page.get_by_role("status").inner_text()
+    assert "Packed and ready." in page.content()
+
+
+def test_forum_post_comment_and_vote(page: Any, sites: EmbeddedSites) -> None:
+    base = sites.urls["reddit"]
+    page.goto(base + "/login")
+    page.get_by_label("Username").fill("MarvelsGrantMan136")
+    page.get_by_label("Password").fill("test1234")
+    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("link", name="Submit").click()
+    page.get_by_label("Title").fill("Browser-made post")
+    page.get_by_label("Body").fill("Written through Chromium.")
+    page.get_by_label("Forum").select_option("books")
+    page.get_by_role("button", name="Create submission").click()
+    assert page.get_by_role("heading", name="Browser-made post").is_visible()
+    page.get_by_role("textbox", name="Comment").fill("First!")
+    page.get_by_role("button", name="Post comment").click()
+    assert "Your comment was posted." in page.get_by_role("status").inner_text()
+    page.get_by_role("button", name="Upvote this post").click()
+    assert page.get_by_role("button", name="Upvote this post").get_attribute("aria-pressed") == "true"
+    page.get_by_text("Reply").first.click()
+    page.get_by_label("Reply to MarvelsGrantMan136").fill("Replying to myself.")
+    page.get_by_role("button", name="Post reply").click()
+    assert "Replying to myself." in page.content()
+
+
+def test_storage_state_logs_in(browser: Any, sites: EmbeddedSites) -> None:
+    context = browser.new_context(storage_state=sites.login_state("shopping"))
+    try:
+        page = context.new_page()
+        page.goto(sites.urls["shopping"] + "/customer/account/")
+        assert "Welcome, Emma Lopez!" in page.content()
+    finally:
+        context.close()

@@ -1,0 +1,97 @@
+"""The shared web plumbing in process: error pages for crashes, input parsing, paging."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from webarena_gym.sites import web
+from webarena_gym.sites.db import DATABASES
+from webarena_gym.sites.seed import pristine_paths
+from webarena_gym.sites.shop.app import build_app
+
+
+def _call(app: Any, method: str, path: str) -> tuple[int, bytes]:
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+    messages: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        messages.append(message)
+
+    async def run() -> None:
+        with contextlib.suppress(RuntimeError):  # Starlette re-raises after answering, for the server to log
+            await app(scope, receive, send)
+
+    asyncio.run(run())
+    status = next(m["status"] for m in messages if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body")
+    return status, body
+
+
+def test_a_crashing_handler_gets_a_logged_500_page(
+    tmp_path: Path, sites_cache: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pristine = pristine_paths(0, sites_cache)
+    state = web.ServerState({n: tmp_path / f"{n}.db" for n in DATABASES}, pristine, "token")
+
+    async def boom(request: Request) -> Response:
+        raise RuntimeError("kaboom")
+
+    app = build_app(state, 1)
+    app.router.routes.insert(0, Route("/boom", boom))
+    try:
+        with caplog.at_level(logging.ERROR, logger="webarena_gym.sites"):
+            status, body = _call(app, "GET", "/boom")
+        assert status == 500 and b"Internal Server Error" in body
+        assert any("unhandled error on GET /boom" in r.getMessage() for r in caplog.records)
+        assert _call(app, "GET", "/")[0] == 200  # still serving
+        assert _call(app, "POST", "/__esopt/reset")[0] == 403  # the control endpoint wants the token
+    finally:
+        state.close()
+
+
+def test_parse_int_names_the_bad_value() -> None:
+    assert web.parse_int(" 7 ", "qty", minimum=1) == 7
+    assert web.parse_int(None, "qty", default=1) == 1
+    with pytest.raises(HTTPException, match="'qty' must be a whole number, got 'x'") as info:
+        web.parse_int("x", "qty")
+    assert info.value.status_code == 422
+    with pytest.raises(HTTPException, match="between 1 and 5"):
+        web.parse_int("9", "rating", minimum=1, maximum=5, status=400)
+
+
+def test_safe_referer_refuses_other_origins() -> None:
+    assert web.safe_referer("/checkout/cart/", "/") == "/checkout/cart/"
+    for bad in ("//evil.example/", "http://evil.example/", "", None, "/\\evil"):
+        assert web.safe_referer(bad, "/home") == "/home"
+
+
+def test_pager_counts_pages() -> None:
+    pager = web.Pager(number=2, size=20, total=41)
+    assert pager.pages == 3 and pager.offset == 20
+    assert web.Pager(number=1, size=20, total=0).pages == 1

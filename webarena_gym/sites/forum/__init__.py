@@ -1,0 +1,1 @@
+"""The embedded forum (stand-in for WebArena's ``reddit``, a Postmill instance)."""
