@@ -1,0 +1,1 @@
+"""Benchmarks: each module has ``main(quick: bool) -> list[dict]`` returning its figures."""
