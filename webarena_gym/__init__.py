@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gymnasium.envs.registration import register, registry
+from gymnasium.envs.registration import WrapperSpec, register, registry
 
 from webarena_gym.errors import (
     BrowserError,
@@ -29,6 +29,10 @@ if ENV_ID not in registry:
         entry_point="webarena_gym.env:WebArenaLiteEnv",
         max_episode_steps=DEFAULT_MAX_EPISODE_STEPS,
         disable_env_checker=False,
+        # Outside the TimeLimit: scores the truncated step (see webarena_gym.wrappers).
+        additional_wrappers=(
+            WrapperSpec("EvaluateOnTruncation", "webarena_gym.wrappers:EvaluateOnTruncation", {}),
+        ),
     )
 
 _LAZY = {
@@ -66,5 +70,11 @@ __all__ = [
     "SiteConfigError",
     "TaskConfigError",
     "WebArenaGymError",
-    *_LAZY,
+    "WebArenaLiteEnv",
+    "load_tasks",
+    "TaskConfig",
+    "SiteURLs",
+    "build_evaluator",
+    "parse_action",
+    "replay_reference",
 ]

@@ -1,0 +1,339 @@
+"""Runs parsed actions in the browser, the way WebArena's ``execute_action`` does.
+
+Element ids are resolved through the last observation's id map to a backendDOMNodeId, then acted on through
+CDP: ``DOM.scrollIntoViewIfNeeded`` + ``DOM.getContentQuads`` give the element's centre, where the mouse
+clicks or hovers (as WebArena clicks at the centre of the element's box); an element without a box gets a
+JavaScript ``click()``. ``type`` clicks the field, clears it (select all + Backspace, as WebArena-Lite does),
+types the text and presses Enter when asked. A ``<select>`` gets the option whose text matches. After every
+action the session waits for any navigation the action started; a tab opened by the action becomes the current
+tab.
+
+Agent mistakes raise :class:`ActionError` (the env turns it into ``last_action_error``); a dead browser raises
+:class:`~webarena_gym.errors.BrowserError` (checked after every failure, so a dead browser is never
+mistaken for an agent mistake). The page scripts here are fixed strings: action text only ever travels
+as a call argument, never as code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
+
+from webarena_gym.actions.parse import (
+    Action,
+    ClickAction,
+    CloseTabAction,
+    GoBackAction,
+    GoForwardAction,
+    GotoAction,
+    HoverAction,
+    NewTabAction,
+    PressAction,
+    ScrollAction,
+    StopAction,
+    TabFocusAction,
+    TypeAction,
+)
+from webarena_gym.browser import cdp_send
+
+if TYPE_CHECKING:  # pragma: no cover
+    from playwright.sync_api import CDPSession, Page
+
+    from webarena_gym.browser import BrowserSession
+
+__all__ = ["ActionError", "execute_action"]
+
+
+class ActionError(Exception):
+    """The action could not be carried out for a reason the agent can see and fix (shown as
+    ``last_action_error``)."""
+
+
+# The element to type into for a target node: its element (text nodes), the control of a <label>, or the
+# <input>/<textarea> whose inner editor (user-agent shadow DOM) holds the node.
+_EDIT_TARGET = """function editTarget(node) {
+  let el = node.nodeType === 1 ? node : node.parentElement;
+  const root = el && el.getRootNode();
+  if (root && root.host && ['INPUT', 'TEXTAREA'].includes(root.host.tagName)) el = root.host;
+  if (el && el.tagName === 'LABEL' && el.control) el = el.control;
+  return el;
+}"""
+
+_EDITABLE_KIND = """function () {
+  const el = (""" + _EDIT_TARGET + """)(this);
+  if (!el) return {kind: 'none', what: 'a text node'};
+  const tag = el.tagName.toLowerCase();
+  const what = '<' + tag + (el.type ? ' type=' + el.type : '') + '>';
+  if (el.disabled) return {kind: 'disabled', what};
+  if (tag === 'select') return {kind: 'select', what};
+  if (el.isContentEditable) return {kind: 'text', what};
+  if (tag === 'textarea') return {kind: el.readOnly ? 'readonly' : 'text', what};
+  if (tag === 'input') {
+    const noText = ['button', 'submit', 'reset', 'checkbox', 'radio', 'image', 'file', 'hidden', 'range',
+                    'color'];
+    if (noText.includes((el.type || 'text').toLowerCase())) return {kind: 'none', what};
+    return {kind: el.readOnly ? 'readonly' : 'text', what};
+  }
+  return {kind: 'none', what};
+}"""
+
+_FOCUS = """function () {
+  const el = (""" + _EDIT_TARGET + """)(this);
+  const active = document.activeElement;
+  if (el && !(active === el || el.contains(active))) el.focus();
+}"""
+
+_SELECT_OPTION = """function (wanted) {
+  const el = (""" + _EDIT_TARGET + """)(this);
+  const norm = (s) => (s || '').replace(/\\s+/g, ' ').trim().toLowerCase();
+  const options = Array.from(el.options);
+  const target = norm(wanted);
+  const hit = options.find((o) => norm(o.label) === target || norm(o.value) === target)
+    || options.find((o) => norm(o.label).startsWith(target));
+  if (!hit) return options.map((o) => o.label);
+  el.value = hit.value;
+  el.dispatchEvent(new Event('input', {bubbles: true}));
+  el.dispatchEvent(new Event('change', {bubbles: true}));
+  return null;
+}"""
+
+_JS_CLICK = """function () {
+  const el = this.nodeType === 1 ? this : this.parentElement;
+  if (!el) return false;
+  if (el.tagName === 'OPTION' && el.parentElement) {
+    const select = el.closest('select');
+    if (select) {
+      select.value = el.value;
+      select.dispatchEvent(new Event('input', {bubbles: true}));
+      select.dispatchEvent(new Event('change', {bubbles: true}));
+      return true;
+    }
+  }
+  el.click();
+  return true;
+}"""
+
+_NODE_STATE = """function () {
+  return {connected: this.isConnected, option: this.nodeType === 1 && this.tagName === 'OPTION'};
+}"""
+
+_SCROLL = """(direction) => {
+  const el = document.scrollingElement || document.body;
+  el.scrollTop = el.scrollTop + direction * window.innerHeight;
+}"""
+
+
+def execute_action(action: Action, session: BrowserSession, id_map: Mapping[int, int]) -> None:
+    """Run ``action`` on the session's current tab; ``id_map`` maps the last observation's ids to DOM nodes.
+
+    Raises :class:`ActionError` for agent mistakes and :class:`BrowserError` when the browser is gone.
+    ``stop`` is the env's business and is refused here.
+    """
+    from playwright.sync_api import Error as PlaywrightError
+
+    if isinstance(action, StopAction):
+        raise ValueError("stop ends the episode; the env handles it, not the executor")
+    session.check_alive()
+    before = {id(p) for p in session.pages}
+    opener = session.tab(session.page)
+    window_opens = opener.window_opens
+    session.take_blocked()
+    try:
+        _dispatch(action, session, id_map)
+        session.settle(session.page)
+        if opener.window_opens > window_opens:
+            _follow_new_tab(session, before, opener.page)
+    except PlaywrightError as exc:
+        session.check_alive()
+        raise ActionError(f"{action} failed: {_short(exc)}") from exc
+    except ActionError as exc:
+        session.check_alive()  # an element lookup may have failed because the browser died
+        if not str(exc).startswith(str(action)):
+            raise ActionError(f"{action}: {exc}") from exc
+        raise
+    page = session.page
+    blocked = [b for b in session.take_blocked() if b.navigation]
+    if blocked:
+        _undo_blocked_popup(session, page, blocked)
+        urls = ", ".join(repr(b.url) for b in blocked[:3])
+        raise ActionError(f"{action}: navigation to {urls} was blocked: only the sites "
+                          f"{session.policy.describe()} may be opened")
+
+
+def _short(exc: Exception) -> str:
+    """The first line of a Playwright error, without its call log."""
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
+def _dispatch(action: Action, session: BrowserSession, id_map: Mapping[int, int]) -> None:
+    page = session.page
+    if isinstance(action, ClickAction):
+        _click(session, page, _backend_id(action.element_id, id_map, action))
+    elif isinstance(action, HoverAction):
+        backend_id = _backend_id(action.element_id, id_map, action)
+        _live_object(session.tab(page).cdp, backend_id)
+        point = _centre(session, page, backend_id)
+        if point is None:
+            raise ActionError(f"{action}: element [{action.element_id}] has no visible box to hover over")
+        page.mouse.move(*point)
+    elif isinstance(action, TypeAction):
+        _type(session, page, action, _backend_id(action.element_id, id_map, action))
+    elif isinstance(action, PressAction):
+        keys = action.key_comb
+        if "Meta" in keys and "Mac" not in page.evaluate("navigator.platform"):
+            keys = keys.replace("Meta", "Control")
+        page.keyboard.press(keys)
+    elif isinstance(action, ScrollAction):
+        page.evaluate(_SCROLL, 1 if action.direction == "down" else -1)
+    elif isinstance(action, NewTabAction):
+        session.new_tab()
+    elif isinstance(action, TabFocusAction):
+        pages = session.pages
+        if not 0 <= action.index < len(pages):
+            raise ActionError(f"{action}: there is no tab {action.index}; open tabs are 0..{len(pages) - 1}")
+        session.set_current(pages[action.index])
+    elif isinstance(action, CloseTabAction):
+        page.close()
+        pages = session.pages
+        if pages:
+            session.set_current(pages[-1])
+        else:
+            session.new_tab()
+    elif isinstance(action, GotoAction):
+        _goto(session, page, action)
+    elif isinstance(action, GoBackAction):
+        page.go_back(wait_until="load")
+    elif isinstance(action, GoForwardAction):
+        page.go_forward(wait_until="load")
+    else:  # pragma: no cover - the parser only makes the types above
+        raise ActionError(f"unsupported action {action!r}")
+
+
+def _backend_id(element_id: int, id_map: Mapping[int, int], action: Action) -> int:
+    backend_id = id_map.get(element_id)
+    if backend_id is None:
+        raise ActionError(f"{action}: there is no element [{element_id}] in the current observation "
+                          "(use an id shown in the accessibility tree)")
+    return backend_id
+
+
+def _object_id(cdp: CDPSession, backend_id: int) -> str:
+    from playwright.sync_api import Error as PlaywrightError
+
+    try:
+        return cdp_send(cdp, "DOM.resolveNode", {"backendNodeId": backend_id})["object"]["objectId"]
+    except PlaywrightError as exc:
+        raise ActionError("the element is no longer on the page") from exc
+
+
+def _call(cdp: CDPSession, object_id: str, function: str, *args: Any) -> Any:
+    result = cdp_send(cdp, "Runtime.callFunctionOn", {
+        "objectId": object_id, "functionDeclaration": function, "returnByValue": True,
+        "arguments": [{"value": a} for a in args],
+    })
+    if "exceptionDetails" in result:
+        raise ActionError(f"the page raised an error: {result['exceptionDetails'].get('text', '')}")
+    return result.get("result", {}).get("value")
+
+
+def _centre(session: BrowserSession, page: Page, backend_id: int) -> tuple[float, float] | None:
+    """The centre of the element's visible box after scrolling it into view, or ``None`` if it has none."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    cdp = session.tab(page).cdp
+    try:
+        cdp_send(cdp, "DOM.scrollIntoViewIfNeeded", {"backendNodeId": backend_id})
+        quads = cdp_send(cdp, "DOM.getContentQuads", {"backendNodeId": backend_id})["quads"]
+    except PlaywrightError as exc:
+        if "No node" in str(exc) or "not found" in str(exc).lower():
+            raise ActionError("the element is no longer on the page") from exc
+        return None
+    width, height = session.config.viewport_width, session.config.viewport_height
+    for quad in quads:
+        xs, ys = quad[0::2], quad[1::2]
+        left, right = max(min(xs), 0.0), min(max(xs), float(width))
+        top, bottom = max(min(ys), 0.0), min(max(ys), float(height))
+        if right - left >= 1 and bottom - top >= 1:
+            return (left + right) / 2, (top + bottom) / 2
+    return None
+
+
+def _live_object(cdp: CDPSession, backend_id: int) -> tuple[str, dict[str, Any]]:
+    """The element's remote object id and state; :class:`ActionError` when it left the page."""
+    object_id = _object_id(cdp, backend_id)
+    state = _call(cdp, object_id, _NODE_STATE) or {}
+    if not state.get("connected"):
+        raise ActionError("the element is no longer on the page")
+    return object_id, state
+
+
+def _click(session: BrowserSession, page: Page, backend_id: int) -> None:
+    cdp = session.tab(page).cdp
+    object_id, state = _live_object(cdp, backend_id)
+    point = None if state.get("option") else _centre(session, page, backend_id)
+    if point is None:
+        _call(cdp, object_id, _JS_CLICK)
+    else:
+        page.mouse.click(*point)
+
+
+def _type(session: BrowserSession, page: Page, action: TypeAction, backend_id: int) -> None:
+    cdp = session.tab(page).cdp
+    object_id, _ = _live_object(cdp, backend_id)
+    info = _call(cdp, object_id, _EDITABLE_KIND) or {}
+    kind, what = info.get("kind"), info.get("what", "element")
+    if kind in ("none", "disabled", "readonly"):
+        reason = {"none": "is not a text field", "disabled": "is disabled", "readonly": "is read-only"}[kind]
+        raise ActionError(f"{action}: element [{action.element_id}] ({what}) {reason}; type needs an "
+                          "editable textbox, searchbox, combobox or text area")
+    if kind == "select":
+        options = _call(cdp, object_id, _SELECT_OPTION, action.text)
+        if options is not None:
+            shown = ", ".join(repr(o) for o in options[:20])
+            raise ActionError(f"{action}: element [{action.element_id}] ({what}) has no option "
+                              f"{action.text!r}; its options are {shown}")
+        return
+    point = _centre(session, page, backend_id)
+    if point is not None:
+        page.mouse.click(*point)
+    _call(cdp, object_id, _FOCUS)
+    page.keyboard.press("Control+A")
+    page.keyboard.press("Backspace")
+    if action.text:
+        page.keyboard.type(action.text)
+    if action.press_enter:
+        page.keyboard.press("Enter")
+
+
+def _goto(session: BrowserSession, page: Page, action: GotoAction) -> None:
+    from playwright.sync_api import Error as PlaywrightError
+
+    url = action.url
+    if not urlsplit(url).scheme and not url.startswith("//") and page.url.startswith("http"):
+        url = urljoin(page.url, url)
+    refusal = session.policy.navigation_refusal(url)
+    if refusal is not None:
+        raise ActionError(f"{action}: {refusal}")
+    try:
+        page.goto(url, wait_until="load")
+    except PlaywrightError as exc:
+        session.check_alive()
+        raise ActionError(f"{action}: {_short(exc)}") from exc
+
+
+def _follow_new_tab(session: BrowserSession, before: set[int], opener: Page) -> None:
+    """Make the tab the action opened (e.g. a ``target=_blank`` link) current, as WebArena does."""
+    page = session.wait_for_new_page(before, opener)
+    if page is not None:
+        session.set_current(page)
+        page.wait_for_load_state("load", timeout=session.config.navigation_timeout_ms)
+        session.settle(page)
+
+
+def _undo_blocked_popup(session: BrowserSession, page: Page, blocked: list[Any]) -> None:
+    """Close a tab that was opened only to show a blocked URL, returning to the tab before it."""
+    if page.url == "about:blank" and any(b.page is page for b in blocked) and len(session.pages) > 1:
+        page.close()
+        session.set_current(session.pages[-1])

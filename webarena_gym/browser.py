@@ -1,0 +1,488 @@
+"""Chromium through Playwright's sync API: one browser per env, launched lazily, one context per episode.
+
+:class:`BrowserSession` owns the browser, the episode's context and its tabs. Every tab gets a CDP session
+(for the accessibility tree and node geometry) that also tracks main-frame loading, so an action that starts a
+navigation is followed by a wait for that navigation to finish instead of a fixed sleep. Requests to origins
+outside the :class:`~webarena_gym.safety.OriginPolicy` are aborted by a context route.
+
+A crashed browser is never hidden: calls on a dead browser raise :class:`~webarena_gym.errors.BrowserError`,
+and :meth:`BrowserSession.new_episode` relaunches it within a bounded number of attempts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from webarena_gym.errors import BrowserError, SiteConfigError
+from webarena_gym.safety import OriginPolicy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from playwright.sync_api import Browser, BrowserContext, CDPSession, Page, Playwright, Route
+
+__all__ = [
+    "DEFAULT_CHROMIUM_ARGS", "BrowserConfig", "BrowserSession", "Tab", "cdp_send", "find_chromium",
+    "page_titles", "resolve_storage_state",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CHROMIUM_ARGS: tuple[str, ...] = (
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+)
+"""Flags for headless Chromium in containers and offline machines."""
+
+INSTALL_HINT = ("install Chromium (Debian: `apt-get install chromium`; or `playwright install chromium`) "
+                "or point the WEBARENA_CHROMIUM environment variable at a Chromium executable")
+
+
+@dataclass(frozen=True)
+class BrowserConfig:
+    """How the browser is launched and how long it may take."""
+
+    headless: bool = True
+    """Run without a window."""
+    viewport_width: int = 1280
+    """Viewport width in CSS pixels (WebArena: 1280)."""
+    viewport_height: int = 720
+    """Viewport height in CSS pixels (WebArena: 720)."""
+    action_timeout_ms: int = 5_000
+    """Limit for one page operation (click, type, evaluate)."""
+    navigation_timeout_ms: int = 30_000
+    """Limit for a navigation (goto, back, a click that loads a page) to finish loading."""
+    executable_path: str | None = None
+    """Chromium to launch; ``None`` finds one (see :func:`find_chromium`)."""
+    args: tuple[str, ...] = DEFAULT_CHROMIUM_ARGS
+    """Command-line flags always passed to Chromium."""
+    extra_args: tuple[str, ...] = ()
+    """More flags, appended to ``args``."""
+    launch_attempts: int = 2
+    """How many times a launch (or relaunch after a crash) is tried before :class:`BrowserError`."""
+
+    def __post_init__(self) -> None:
+        for name in ("viewport_width", "viewport_height", "action_timeout_ms", "navigation_timeout_ms",
+                     "launch_attempts"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"BrowserConfig.{name} must be a positive integer, got {value!r}")
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "extra_args", tuple(self.extra_args))
+
+    @classmethod
+    def from_value(cls, value: BrowserConfig | Mapping[str, Any] | None) -> BrowserConfig:
+        """A config from ``None`` (defaults), a mapping of field names, or a config (returned as is)."""
+        if value is None:
+            return cls()
+        if isinstance(value, BrowserConfig):
+            return value
+        if not isinstance(value, Mapping):
+            raise TypeError(f"browser must be a BrowserConfig, a dict or None, got {type(value).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"unknown BrowserConfig fields {unknown}; expected some of {sorted(known)}")
+        return cls(**value)
+
+
+def find_chromium(explicit: str | None = None, playwright: Playwright | None = None) -> str:
+    """The Chromium executable to launch.
+
+    Order: ``explicit``; the ``WEBARENA_CHROMIUM`` environment variable; a Playwright-managed Chromium if one
+    is installed; ``chromium`` or ``chromium-browser`` on ``PATH``. Raises :class:`BrowserError` when none
+    exists.
+    """
+    candidates = (("executable_path", explicit), ("WEBARENA_CHROMIUM", os.environ.get("WEBARENA_CHROMIUM")))
+    for source, path in candidates:
+        if path:
+            if not Path(path).is_file():
+                raise BrowserError(f"{source} points at {path!r}, which is not a file; {INSTALL_HINT}")
+            return path
+    if playwright is not None:
+        managed = playwright.chromium.executable_path
+        if managed and Path(managed).is_file():
+            return managed
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    raise BrowserError(f"no Chromium found; {INSTALL_HINT}")
+
+
+class _Driver:
+    """The Playwright driver of the current thread, shared by reference count.
+
+    Playwright's sync API allows one running instance per thread, so every session of a thread shares it; it
+    stops when the last session releases it.
+    """
+
+    _local = threading.local()
+
+    @classmethod
+    def acquire(cls) -> Playwright:
+        from playwright.sync_api import sync_playwright
+
+        if getattr(cls._local, "count", 0) == 0:
+            cls._local.playwright = sync_playwright().start()
+            cls._local.count = 0
+        cls._local.count += 1
+        return cls._local.playwright
+
+    @classmethod
+    def release(cls) -> None:
+        count = getattr(cls._local, "count", 0)
+        if count <= 0:
+            return
+        cls._local.count = count - 1
+        if cls._local.count == 0:
+            playwright, cls._local.playwright = cls._local.playwright, None
+            _quietly(playwright.stop)
+
+
+def cdp_send(cdp: CDPSession, method: str, params: Mapping[str, Any] | None = None, *,
+             timeout_ms: float | None = None) -> dict[str, Any]:
+    """``cdp.send(method, params)``, minus the sync wrapper's walk over the result.
+
+    Playwright's sync ``CDPSession.send`` maps every object of the reply back to API objects, which costs
+    ~100 ms of Python CPU for the 1 MB accessibility tree of a 2,000-node page (4x the JSON decoding itself).
+    CDP replies hold plain JSON only, so the impl-level call is used when the installed Playwright has it;
+    otherwise the public call.
+    """
+    impl, sync = getattr(cdp, "_impl_obj", None), getattr(cdp, "_sync", None)
+    if impl is not None and sync is not None:
+        try:
+            return sync(impl.send(method, dict(params or {}), timeout_ms))
+        except TypeError as exc:  # a Playwright whose impl signature differs: use the public API
+            if "argument" not in str(exc):
+                raise
+    return cdp.send(method, dict(params or {}), timeout=timeout_ms)
+
+
+def _quietly(fn: Any, *args: Any) -> None:
+    """Call ``fn`` for cleanup, logging instead of raising (the thing it cleans may already be gone)."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    try:
+        fn(*args)
+    except (PlaywrightError, OSError, RuntimeError) as exc:
+        log.debug("cleanup call %s failed: %s", getattr(fn, "__name__", fn), exc)
+
+
+@dataclass
+class Tab:
+    """One open page and the CDP session that observes it."""
+
+    page: Page
+    cdp: CDPSession
+    key: int
+    """Episode-unique number of the tab (for element ids)."""
+    main_frame_id: str
+    document: int = 0
+    """Counts main-frame documents committed in this tab."""
+    loading: bool = False
+    """Whether the main frame is loading (CDP ``frameStartedLoading`` .. ``frameStoppedLoading``)."""
+    crashed: bool = False
+    window_opens: int = 0
+    """Counts ``window.open``/``target=_blank`` requests made by this tab (CDP ``Page.windowOpen``)."""
+
+    def on_window_open(self, params: Mapping[str, Any]) -> None:
+        self.window_opens += 1
+
+    def on_started(self, params: Mapping[str, Any]) -> None:
+        if params.get("frameId") == self.main_frame_id:
+            self.loading = True
+
+    def on_stopped(self, params: Mapping[str, Any]) -> None:
+        if params.get("frameId") == self.main_frame_id:
+            self.loading = False
+
+    def on_navigated(self, params: Mapping[str, Any]) -> None:
+        frame = params.get("frame") or {}
+        if not frame.get("parentId"):
+            self.main_frame_id = frame.get("id", self.main_frame_id)
+            self.document += 1
+
+
+@dataclass
+class BlockedRequest:
+    """A request the origin policy stopped."""
+
+    url: str
+    navigation: bool
+    page: Page | None = field(default=None, repr=False)
+
+
+class BrowserSession:
+    """One Chromium (launched lazily) and the current episode's context and tabs."""
+
+    def __init__(self, config: BrowserConfig, policy: OriginPolicy) -> None:
+        self.config = config
+        self.policy = policy
+        self.relaunches = 0
+        """How many times a crashed browser was relaunched."""
+        self._playwright: Playwright | None = None
+        self._browser: Browser | None = None
+        self._probe: CDPSession | None = None
+        self._context: BrowserContext | None = None
+        self._tabs: dict[int, Tab] = {}
+        self._tab_counter = 0
+        self._current: Page | None = None
+        self.blocked: list[BlockedRequest] = []
+        """Requests blocked since the last :meth:`take_blocked`."""
+
+    # ----- browser lifecycle -------------------------------------------------------------------------------
+    @property
+    def context(self) -> BrowserContext:
+        if self._context is None:
+            raise BrowserError("no episode is open: call reset() first")
+        return self._context
+
+    def browser_alive(self) -> bool:
+        """Whether the browser process still answers (one cheap CDP round trip, which also lets Playwright
+        deliver a pending disconnect event that ``is_connected`` alone would not see yet)."""
+        from playwright.sync_api import Error as PlaywrightError
+
+        if self._browser is None or self._probe is None or not self._browser.is_connected():
+            return False
+        try:
+            cdp_send(self._probe, "Browser.getVersion", timeout_ms=self.config.action_timeout_ms)
+        except PlaywrightError:
+            return False
+        return self._browser.is_connected()
+
+    def _launch(self) -> None:
+        from playwright.sync_api import Error as PlaywrightError
+
+        last_error: Exception | None = None
+        for attempt in range(self.config.launch_attempts):
+            if self._playwright is None:
+                self._playwright = _Driver.acquire()
+            try:
+                path = find_chromium(self.config.executable_path, self._playwright)
+                self._browser = self._playwright.chromium.launch(
+                    executable_path=path, headless=self.config.headless,
+                    args=[*self.config.args, *self.config.extra_args], timeout=60_000,
+                )
+                self._probe = self._browser.new_browser_cdp_session()
+                return
+            except BrowserError:
+                raise
+            except PlaywrightError as exc:
+                last_error = exc
+                log.warning("Chromium launch attempt %d failed: %s", attempt + 1, exc)
+                self._playwright = None  # the driver itself may be broken: get a fresh one
+                _Driver.release()
+        raise BrowserError(f"could not launch Chromium after {self.config.launch_attempts} attempts: "
+                           f"{last_error}") from last_error
+
+    def ensure_browser(self) -> bool:
+        """Launch the browser if none runs (relaunch if it crashed). Returns whether it launched one."""
+        if self.browser_alive():
+            return False
+        if self._browser is not None:
+            log.warning("the browser is gone (crashed or killed); relaunching it")
+            self.relaunches += 1
+            self._drop_context()
+            _quietly(self._browser.close)
+            self._browser = self._probe = None
+        self._launch()
+        return True
+
+    def check_alive(self) -> None:
+        """Raise :class:`BrowserError` if the browser or the current tab has crashed."""
+        if not self.browser_alive():
+            raise BrowserError("the browser process is gone (crashed or killed); call reset() to relaunch it")
+        tab = self._tabs.get(id(self._current)) if self._current is not None else None
+        if tab is not None and tab.crashed:
+            raise BrowserError(f"the page {self._current.url!r} crashed; call reset() to start a new episode")
+
+    def new_episode(self, *, storage_state: Path | None = None,
+                    geolocation: Mapping[str, float] | None = None) -> None:
+        """Close the previous episode's context and open a fresh one (relaunching a crashed browser)."""
+        from playwright.sync_api import Error as PlaywrightError
+
+        self.end_episode()
+        for attempt in range(self.config.launch_attempts):
+            self.ensure_browser()
+            assert self._browser is not None
+            try:
+                self._context = self._browser.new_context(
+                    viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
+                    device_scale_factor=1, storage_state=str(storage_state) if storage_state else None,
+                    geolocation=dict(geolocation) if geolocation else None, accept_downloads=False,
+                    service_workers="block",
+                )
+                break
+            except PlaywrightError as exc:
+                if self.browser_alive() or attempt + 1 == self.config.launch_attempts:
+                    raise BrowserError(f"could not open a browser context: {exc}") from exc
+        context = self.context
+        context.set_default_timeout(self.config.action_timeout_ms)
+        context.set_default_navigation_timeout(self.config.navigation_timeout_ms)
+        context.route(self.policy.blocked_url_pattern(), self._block)
+        context.route_web_socket(self.policy.blocked_url_pattern(websocket=True), lambda ws: ws.close())
+
+    def end_episode(self) -> None:
+        """Close the current context, if any."""
+        if self._context is not None:
+            _quietly(self._context.close)
+        self._drop_context()
+
+    def _drop_context(self) -> None:
+        self._context = None
+        self._tabs.clear()
+        self._current = None
+        self.blocked.clear()
+
+    def close(self) -> None:
+        """Close everything; safe to call more than once."""
+        self.end_episode()
+        if self._browser is not None:
+            _quietly(self._browser.close)
+            self._browser = self._probe = None
+        if self._playwright is not None:
+            self._playwright = None
+            _Driver.release()
+
+    # ----- request blocking --------------------------------------------------------------------------------
+    def _block(self, route: Route) -> None:
+        request = route.request
+        if self.policy.allows_request(request.url):
+            route.fallback()
+            return
+        navigation = request.is_navigation_request()
+        page = None
+        if navigation:
+            frame = request.frame
+            page = frame.page if frame.parent_frame is None else None
+        self.blocked.append(BlockedRequest(request.url, navigation, page))
+        # "aborted" cancels a navigation without an error page: the tab stays where it was.
+        route.abort("aborted" if navigation else "blockedbyclient")
+
+    def take_blocked(self) -> list[BlockedRequest]:
+        """The requests blocked since the last call."""
+        blocked, self.blocked = self.blocked, []
+        return blocked
+
+    # ----- tabs --------------------------------------------------------------------------------------------
+    @property
+    def pages(self) -> list[Page]:
+        """Open tabs in opening order (WebArena's tab indices)."""
+        return list(self.context.pages)
+
+    @property
+    def page(self) -> Page:
+        """The current tab."""
+        if self._current is None or self._current.is_closed():
+            pages = self.pages
+            self._current = pages[-1] if pages else self.context.new_page()
+        return self._current
+
+    def set_current(self, page: Page) -> None:
+        """Make ``page`` the current tab and bring it to the front."""
+        if page is not self._current:
+            self._current = page
+            page.bring_to_front()
+
+    def new_tab(self) -> Page:
+        """Open a blank tab and make it current."""
+        page = self.context.new_page()
+        self.tab(page)
+        self._current = page
+        return page
+
+    def tab(self, page: Page) -> Tab:
+        """The tracking state of ``page``, attached on first use."""
+        tab = self._tabs.get(id(page))
+        if tab is None or tab.page is not page:
+            cdp = self.context.new_cdp_session(page)
+            frame_id = cdp_send(cdp, "Page.getFrameTree")["frameTree"]["frame"]["id"]
+            self._tab_counter += 1
+            tab = Tab(page, cdp, self._tab_counter, frame_id)
+            cdp.on("Page.frameStartedLoading", tab.on_started)
+            cdp.on("Page.frameStoppedLoading", tab.on_stopped)
+            cdp.on("Page.frameNavigated", tab.on_navigated)
+            cdp.on("Page.windowOpen", tab.on_window_open)
+            cdp_send(cdp, "Page.enable")
+            page.on("crash", lambda _page, tab=tab: setattr(tab, "crashed", True))
+            self._tabs[id(page)] = tab
+        return tab
+
+    def open(self, url: str) -> Page:
+        """Open ``url`` in a new tab (start URLs); the tab becomes current."""
+        page = self.new_tab()
+        page.goto(url, wait_until="load")
+        self.settle(page)
+        return page
+
+    # ----- waiting -----------------------------------------------------------------------------------------
+    def settle(self, page: Page) -> None:
+        """Wait until a navigation started by the last action (if any) has finished loading.
+
+        One round trip through the page's event loop makes sure the CDP loading events of anything the action
+        started have arrived; then, while the main frame is loading, wait (bounded by the navigation timeout).
+        """
+        from playwright.sync_api import Error as PlaywrightError
+
+        if page.is_closed():
+            return
+        tab = self.tab(page)
+        try:
+            cdp_send(tab.cdp, "Runtime.evaluate", {"expression": "new Promise(r => setTimeout(r, 0))",
+                                                   "awaitPromise": True},
+                     timeout_ms=self.config.action_timeout_ms)
+        except PlaywrightError as exc:  # the document went away mid-call: a navigation committed
+            log.debug("settle barrier interrupted: %s", exc)
+        deadline = time.monotonic() + self.config.navigation_timeout_ms / 1000
+        while tab.loading and time.monotonic() < deadline and not page.is_closed():
+            page.wait_for_timeout(10)
+
+    def wait_for_new_page(self, known: set[int], page: Page) -> Page | None:
+        """A tab opened since ``known`` (ids of pages) was taken, waiting for it while ``page`` is still
+        polled; ``None`` if none appears within the action timeout."""
+        deadline = time.monotonic() + self.config.action_timeout_ms / 1000
+        while True:
+            fresh = [p for p in self.pages if id(p) not in known]
+            if fresh:
+                return fresh[-1]
+            if time.monotonic() >= deadline or page.is_closed():
+                return None
+            page.wait_for_timeout(10)
+
+    def screenshot(self) -> bytes:
+        """PNG of the current tab's viewport."""
+        return self.page.screenshot(type="png")
+
+
+def resolve_storage_state(path: str, auth_dir: str | Path | None) -> Path:
+    """Where a task's ``storage_state`` file is: under ``auth_dir`` by file name, else as written."""
+    written = Path(path)
+    candidate = Path(auth_dir) / written.name if auth_dir is not None else written
+    if not candidate.is_file():
+        where = f"in auth_dir {str(auth_dir)!r}" if auth_dir is not None else "in the working directory"
+        raise SiteConfigError(
+            f"storage state {path!r} not found {where} (looked for {str(candidate)!r}); log in to the site "
+            "and save the state with context.storage_state(path=...) as WebArena's auto_login.py does, or "
+            "pass auth_dir"
+        )
+    return candidate
+
+
+def page_titles(pages: Sequence[Page]) -> list[str]:
+    """Titles of the tabs (empty for a tab whose title cannot be read right now)."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    titles = []
+    for page in pages:
+        try:
+            titles.append(page.title())
+        except PlaywrightError:
+            titles.append("")
+    return titles

@@ -1,0 +1,486 @@
+"""``WebArenaLiteEnv``: WebArena(-Lite) tasks as a Gymnasium environment on a real Chromium."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from webarena_gym.actions import (
+    Action,
+    ActionError,
+    ActionParseError,
+    ClickAction,
+    HoverAction,
+    StopAction,
+    TypeAction,
+    execute_action,
+    parse_action,
+)
+from webarena_gym.browser import BrowserConfig, BrowserSession, page_titles, resolve_storage_state
+from webarena_gym.errors import BrowserError, EvaluatorError, SiteConfigError, TaskConfigError
+from webarena_gym.observation import (
+    ElementIds,
+    PrintableText,
+    fetch_axtree,
+    format_tabs,
+    to_printable,
+    truncate,
+)
+from webarena_gym.safety import OriginPolicy
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from webarena_gym.evaluators import EvalResult, Evaluator, Judge
+    from webarena_gym.tasks import SiteURLs, TaskConfig
+
+__all__ = ["WebArenaLiteEnv"]
+
+URL_MAX_CHARS = 4096
+GOAL_MAX_CHARS = 4096
+TABS_MAX_CHARS = 4096
+ERROR_MAX_CHARS = 2048
+ACTION_MAX_CHARS = 4096
+_OBSERVE_ATTEMPTS = 3
+
+
+class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
+    """WebArena(-Lite) web tasks in a real Chromium, with WebArena's observations, actions and evaluators.
+
+    ## Description
+    Each episode is one task in WebArena's JSON format: the browser opens the task's start URL(s) in a fresh
+    context and the agent works through text actions until it answers with ``stop [answer]``. The sites are a
+    real WebArena deployment (URLs from ``SHOPPING``/``WA_SHOPPING``... or ``sites=``) or the embedded ones.
+    The browser only reaches the configured site origins.
+
+    ## Action Space
+    ``PrintableText(4096)``: one action of WebArena's id-based grammar: ``click [id]``, ``type [id] [text]
+    [0|1]``, ``hover [id]``, ``press [key_comb]``, ``scroll [up|down]``, ``new_tab``, ``tab_focus [i]``,
+    ``close_tab``, ``goto [url]``, ``go_back``, ``go_forward``, ``stop [answer]``. Malformed or failing
+    actions are not errors: they come back as ``last_action_error`` and the episode goes on.
+
+    ## Observation Space
+    ``Dict`` of printable-Unicode ``Text`` fields: ``axtree`` (the accessibility tree, WebArena-style
+    ``[id] role 'name' props`` lines, tab-indented, at most ``max_axtree_chars``), ``url``, ``goal`` (the task
+    intent), ``tabs`` (``Tab 0 (current): <title>`` per line) and ``last_action_error`` (empty after a good
+    action).
+
+    ## Rewards
+    0 on every step except the last, which gets the task evaluator's score in [0, 1] (``string_match``,
+    ``url_match``, ``program_html``, multiplied as in WebArena); details in ``info["eval"]``.
+
+    ## Starting State
+    The task is ``options["task_id"]`` or drawn with ``self.np_random`` from the task set; its start URL(s)
+    open in new tabs (`` |AND| `` gives several), logged in through the task's storage state when it needs
+    one.
+
+    ## Episode End
+    Terminated on ``stop [answer]`` and on WebArena's early-stop rules (``parsing_failure_threshold``
+    consecutive unparseable actions; the same action ``repeating_action_threshold`` times in a row, or the
+    same ``type`` target that many times in the episode). Truncated by the ``TimeLimit`` of the registration
+    (``max_episode_steps=30``, or ``gym.make(..., max_episode_steps=N)``). The registration puts
+    :class:`~webarena_gym.wrappers.EvaluateOnTruncation` outside that ``TimeLimit``: on the truncated step it
+    asks the env to score the episode (:meth:`end_episode`), so a truncated episode carries the evaluator's
+    score whatever the limit, never a silent 0. Constructed directly (without ``gym.make``), the env truncates
+    and scores at ``max_steps`` itself when that is given. Browser
+    crashes raise :class:`~webarena_gym.errors.BrowserError`; the next ``reset`` relaunches the browser.
+
+    ## Arguments
+    ``task_file``: task JSON path, a list of task dicts or of ``TaskConfig`` (default: the embedded world).
+    ``tasks``: task ids to keep. ``split``: keep tasks whose ``split`` field equals it. ``sites``: site URLs
+    overriding the environment (``{"shopping": "http://..."}`` or a ``SiteURLs``). ``browser``:
+    ``BrowserConfig`` or dict. ``eval_rules``: ``"webarena"`` or ``"webarena_lite"``. ``judge``: judge for
+    ``fuzzy_match``. ``accounts``: site accounts for evaluation helpers. ``max_axtree_chars``: tree text
+    bound. ``viewport_only``: show only nodes in the viewport. ``allowed_origins``: extra origins the browser
+    may reach. ``auth_dir``: folder of the storage-state files. ``render_mode``: ``"ansi"`` (tree text) or
+    ``"rgb_array"``. ``parsing_failure_threshold``, ``repeating_action_threshold``: early-stop rules (``None``
+    disables). ``max_steps``: a step limit enforced (and scored) by the env itself, for use without
+    ``gym.make``; leave it ``None`` under ``gym.make``, whose ``TimeLimit`` and ``EvaluateOnTruncation``
+    do it.
+
+    ## Version History
+    * v0: initial version.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        task_file: str | Path | Sequence[Mapping[str, Any]] | Sequence[TaskConfig] | None = None,
+        *,
+        tasks: Iterable[int] | None = None,
+        sites: Mapping[str, str] | SiteURLs | None = None,
+        split: str | None = None,
+        browser: BrowserConfig | Mapping[str, Any] | None = None,
+        eval_rules: str = "webarena",
+        judge: Judge | None = None,
+        accounts: Mapping[str, Mapping[str, str]] | None = None,
+        max_axtree_chars: int = 40_000,
+        viewport_only: bool = False,
+        allowed_origins: Iterable[str] = (),
+        auth_dir: str | Path | None = None,
+        render_mode: str | None = None,
+        parsing_failure_threshold: int | None = 3,
+        repeating_action_threshold: int | None = 3,
+        max_steps: int | None = None,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode {render_mode!r} is not one of {self.metadata['render_modes']}")
+        if eval_rules not in ("webarena", "webarena_lite"):
+            raise ValueError(f"eval_rules must be 'webarena' or 'webarena_lite', got {eval_rules!r}")
+        if not isinstance(max_axtree_chars, int) or max_axtree_chars < 200:
+            raise ValueError(f"max_axtree_chars must be an integer >= 200, got {max_axtree_chars!r}")
+        limits = (("parsing_failure_threshold", parsing_failure_threshold),
+                  ("repeating_action_threshold", repeating_action_threshold), ("max_steps", max_steps))
+        for name, value in limits:
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        self.render_mode = render_mode
+        self.eval_rules = eval_rules
+        self.judge = judge
+        self.accounts = dict(accounts or {})
+        self.max_axtree_chars = max_axtree_chars
+        self.viewport_only = viewport_only
+        self.auth_dir = auth_dir
+        self.parsing_failure_threshold = parsing_failure_threshold
+        self.repeating_action_threshold = repeating_action_threshold
+        self.max_steps = max_steps
+        self.browser_config = BrowserConfig.from_value(browser)
+
+        world_sites = None
+        if task_file is None:
+            task_list, world_sites = self._default_world()
+        else:
+            task_list = _load(task_file)
+        self.tasks = _select(task_list, tasks, split)
+        self._task_index = {t.task_id: t for t in self.tasks}
+        self._extra_origins = tuple(allowed_origins)
+        self.sites = _site_urls(sites, world_sites)
+        self.policy = OriginPolicy([*self.sites.origins(), *self._extra_origins])
+
+        self.observation_space = spaces.Dict({
+            "axtree": PrintableText(max_axtree_chars),
+            "url": PrintableText(URL_MAX_CHARS),
+            "goal": PrintableText(GOAL_MAX_CHARS),
+            "tabs": PrintableText(TABS_MAX_CHARS),
+            "last_action_error": PrintableText(ERROR_MAX_CHARS),
+        })
+        self.action_space = PrintableText(ACTION_MAX_CHARS)
+
+        self._session = BrowserSession(self.browser_config, self.policy)
+        self._task: TaskConfig | None = None
+        self._evaluator: Evaluator | None = None
+        self._active = False
+        self._ids = ElementIds()
+        self._id_map: dict[int, int] = {}
+        self._obs: dict[str, str] | None = None
+        self._steps = 0
+        self._parse_failures = 0
+        self._history: list[tuple[Any, ...]] = []
+        self._actions: list[str] = []
+
+    # ----- world -------------------------------------------------------------------------------------------
+    def _default_world(self) -> tuple[list[TaskConfig], SiteURLs | None]:
+        """Tasks and site URLs used when no ``task_file`` is given: the embedded sites and their task set."""
+        raise TaskConfigError(
+            "no task_file was given and the embedded sites are not bundled yet; pass task_file= (a WebArena "
+            "task JSON such as test_webarena_lite.raw.json, or a list of task dicts) and sites= with their "
+            "URLs"
+        )
+
+    def _before_episode(self, task: TaskConfig) -> None:
+        """Called by :meth:`reset` before anything of ``task`` is resolved or opened: the place to restore
+        site state and, for sites started lazily, to announce their URLs with :meth:`_use_sites` (the embedded
+        world does both here). Real WebArena deployments are reset by their operators."""
+
+    def _use_sites(self, sites: SiteURLs) -> None:
+        """Switch to these site URLs; the origin policy follows (from the next episode on)."""
+        self.sites = sites
+        self.policy = OriginPolicy([*sites.origins(), *self._extra_origins])
+        self._session.policy = self.policy
+
+    def end_episode(self, reason: str = "max_steps") -> tuple[float, dict[str, Any]]:
+        """Score the running episode now and end it (used when a wrapper truncates it): returns the
+        evaluator's score and its details. Raises ``ResetNeeded`` when no episode is running."""
+        if not self._active or self._task is None:
+            raise gym.error.ResetNeeded("no running episode to score: call reset() first")
+        self._active = False
+        result = self._evaluate(None, reason, None)
+        return float(result.score), copy.deepcopy(result.details)
+
+    @property
+    def task(self) -> TaskConfig | None:
+        """The task of the current episode."""
+        return self._task
+
+    @property
+    def browser_relaunches(self) -> int:
+        """How many times a crashed browser was relaunched."""
+        return self._session.relaunches
+
+    # ----- Gymnasium API -----------------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None,
+              ) -> tuple[dict[str, str], dict[str, Any]]:
+        """Start an episode on ``options["task_id"]`` (or a task drawn with ``np_random``)."""
+        super().reset(seed=seed)
+        options = dict(options or {})
+        task = self._pick_task(options.get("task_id"))
+        from webarena_gym.evaluators import build_evaluator
+
+        evaluator = build_evaluator(task, nav_timeout_ms=self.browser_config.navigation_timeout_ms)
+        self._active = False
+        self._before_episode(task)
+        start_urls = [self.sites.resolve(url) for url in task.start_urls]
+        storage_state = None
+        if task.require_login and task.storage_state:
+            storage_state = resolve_storage_state(task.storage_state, self.auth_dir)
+        relaunches = self._session.relaunches
+        self._session.new_episode(storage_state=storage_state, geolocation=task.geolocation)
+        self._open_start_urls(start_urls)
+        self._task, self._evaluator = task, evaluator
+        self._ids = ElementIds()
+        self._steps = self._parse_failures = 0
+        self._history, self._actions = [], []
+        self._active = True
+        obs = self._observe("")
+        relaunched = self._session.relaunches > relaunches
+        error = "the browser had crashed and was relaunched" if relaunched else None
+        info = {"task_id": task.task_id, "intent": task.intent, "sites": list(task.sites),
+                "start_url": " |AND| ".join(start_urls), "error": error}
+        return obs, info
+
+    def step(self, action: str) -> tuple[dict[str, str], float, bool, bool, dict[str, Any]]:
+        """Run one action; see the class docstring for rewards and episode end."""
+        if not self._active or self._task is None:
+            raise gym.error.ResetNeeded("the episode is over or was never started: call reset() before "
+                                        "step()")
+        try:
+            self._session.check_alive()
+        except BrowserError:
+            self._active = False
+            raise
+        self._steps += 1
+        error = ""
+        parsed: Action | None = None
+        try:
+            parsed = parse_action(action)
+            self._parse_failures = 0
+        except ActionParseError as exc:
+            error = f"invalid action: {exc}"
+            self._parse_failures += 1
+        self._history.append(_equivalence_key(parsed))
+        self._actions.append(str(parsed) if parsed is not None else f"<unparsed> {str(action)[:200]}")
+        end, answer, early_stop = None, None, None
+        if isinstance(parsed, StopAction):
+            end, answer = "stop", parsed.answer
+        elif parsed is not None:
+            try:
+                execute_action(parsed, self._session, self._id_map)
+            except ActionError as exc:
+                error = str(exc)
+            except BrowserError:
+                self._active = False
+                raise
+        if end is None:
+            early_stop = self._early_stop_reason()
+            if early_stop is not None:
+                end = "early_stop"
+        if end is None and self.max_steps is not None and self._steps >= self.max_steps:
+            end = "max_steps"
+        try:
+            obs = self._observe(error)
+        except BrowserError:
+            self._active = False
+            raise
+        reward = 0.0
+        info: dict[str, Any] = {"task_id": self._task.task_id, "action": self._actions[-1],
+                                "parsed": parsed is not None, "step": self._steps, "episode_end": end,
+                                "early_stop": early_stop, "error": None}
+        if end is not None:
+            self._active = False
+            result = self._evaluate(answer, end, early_stop)
+            reward = float(result.score)
+            info["eval"] = copy.deepcopy(result.details)
+        return obs, reward, end in ("stop", "early_stop"), end == "max_steps", info
+
+    def render(self) -> str | np.ndarray | None:
+        """``"ansi"``: the accessibility tree text; ``"rgb_array"``: a screenshot (H, W, 3) of the tab."""
+        if self.render_mode == "ansi":
+            return self._obs["axtree"] if self._obs is not None else ""
+        if self.render_mode == "rgb_array":
+            if self._task is None or not self._session.browser_alive():
+                return None
+            import io
+
+            import numpy as np
+            from PIL import Image
+
+            png = self._session.screenshot()
+            return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.uint8)
+        return None
+
+    def close(self) -> None:
+        """Close the browser; safe to call more than once."""
+        self._active = False
+        self._session.close()
+        super().close()
+
+    # ----- internals ---------------------------------------------------------------------------------------
+    def _pick_task(self, task_id: Any) -> TaskConfig:
+        if task_id is None:
+            return self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        task = self._task_index.get(task_id)
+        if task is None:
+            shown = sorted(self._task_index)[:20]
+            raise TaskConfigError(f"options['task_id']={task_id!r} is not in this env's task set "
+                                  f"(ids: {shown}{'...' if len(self._task_index) > 20 else ''})")
+        return task
+
+    def _open_start_urls(self, urls: list[str]) -> None:
+        from playwright.sync_api import Error as PlaywrightError
+
+        if not urls:
+            self._session.new_tab()
+            return
+        for url in urls:
+            refusal = self.policy.navigation_refusal(url)
+            if refusal is not None:
+                raise SiteConfigError(f"start URL refused by the origin policy: {refusal}")
+            try:
+                self._session.open(url)
+            except PlaywrightError as exc:
+                self._session.check_alive()
+                raise SiteConfigError(f"could not open start URL {url!r}: {str(exc).splitlines()[0]}; "
+                                      "is the site running?") from exc
+        self._session.set_current(self._session.pages[0])
+
+    def _observe(self, error: str) -> dict[str, str]:
+        from playwright.sync_api import Error as PlaywrightError
+
+        session = self._session
+        viewport = ((self.browser_config.viewport_width, self.browser_config.viewport_height)
+                    if self.viewport_only else None)
+        for attempt in range(_OBSERVE_ATTEMPTS):
+            try:
+                page = session.page
+                tab = session.tab(page)
+                tree = fetch_axtree(tab.cdp, self._ids, tab_key=tab.key, document_key=tab.document,
+                                    max_chars=self.max_axtree_chars, viewport=viewport)
+                pages = session.pages
+                tabs = format_tabs(page_titles(pages), pages.index(page) if page in pages else -1)
+                url = page.url
+                break
+            except PlaywrightError as exc:
+                session.check_alive()
+                if attempt + 1 == _OBSERVE_ATTEMPTS:
+                    raise BrowserError(f"could not read the current page: {exc}") from exc
+                current = session.page
+                if not current.is_closed():
+                    session.settle(current)
+        self._id_map = tree.id_map
+        assert self._task is not None
+        self._obs = {
+            "axtree": tree.text,
+            "url": truncate(to_printable(url), URL_MAX_CHARS),
+            "goal": truncate(to_printable(self._task.intent, keep="\n\t"), GOAL_MAX_CHARS),
+            "tabs": truncate(tabs, TABS_MAX_CHARS),
+            "last_action_error": truncate(to_printable(error, keep="\n\t"), ERROR_MAX_CHARS),
+        }
+        return dict(self._obs)
+
+    def _early_stop_reason(self) -> str | None:
+        """WebArena's ``early_stop`` rules (run.py), checked after each action."""
+        k = self.parsing_failure_threshold
+        if k is not None and self._parse_failures >= k:
+            return f"Failed to parse actions for {k} times"
+        k = self.repeating_action_threshold
+        if k is None or not self._history:
+            return None
+        last = self._history[-1]
+        if last[0] == "type":
+            if sum(key == last for key in self._history) >= k:
+                return f"Same typing action for {k} times"
+        elif len(self._history) >= k and all(key == last for key in self._history[-k:]):
+            return f"Same action for {k} times"
+        return None
+
+    def _evaluate(self, answer: str | None, end: str, early_stop: str | None) -> EvalResult:
+        from playwright.sync_api import Error as PlaywrightError
+
+        from webarena_gym.evaluators import EvalContext
+
+        assert self._task is not None and self._evaluator is not None
+        session = self._session
+        ctx = EvalContext(
+            answer=answer, page=session.page, context=session.context, sites=self.sites, judge=self.judge,
+            rules=self.eval_rules,  # type: ignore[arg-type]
+            intent=self._task.intent,
+            extra={"action_history": list(self._actions), "episode_end": end, "early_stop": early_stop},
+            accounts=self.accounts,
+        )
+        try:
+            return self._evaluator(ctx)
+        except EvaluatorError:
+            session.check_alive()  # a dead browser is the real cause: say so
+            raise
+        except PlaywrightError as exc:
+            session.check_alive()
+            raise EvaluatorError(f"evaluating task {self._task.task_id} failed in the browser: "
+                                 f"{exc}") from exc
+
+
+def _equivalence_key(action: Action | None) -> tuple[Any, ...]:
+    """What WebArena's ``is_equivalent`` compares (element actions: the element id only)."""
+    if action is None:
+        return ("none",)
+    if isinstance(action, (ClickAction, HoverAction, TypeAction)):
+        return (action.name, action.element_id)
+    return (action.name, *dataclasses.astuple(action))
+
+
+def _load(task_file: Any) -> list[TaskConfig]:
+    from webarena_gym.tasks import TaskConfig, load_tasks
+
+    if isinstance(task_file, Sequence) and not isinstance(task_file, str) and task_file \
+            and all(isinstance(t, TaskConfig) for t in task_file):
+        return list(task_file)
+    return load_tasks(task_file)
+
+
+def _site_urls(sites: Any, world_sites: SiteURLs | None) -> SiteURLs:
+    from webarena_gym.tasks import SiteURLs
+
+    if isinstance(sites, SiteURLs):
+        return sites
+    base = world_sites if world_sites is not None else SiteURLs.from_env()
+    if sites is None:
+        return base
+    if not isinstance(sites, Mapping):
+        raise TypeError(f"sites must be a dict of site URLs or a SiteURLs, got {type(sites).__name__}")
+    return base.with_overrides(sites)
+
+
+def _select(task_list: list[TaskConfig], task_ids: Iterable[int] | None,
+            split: str | None) -> list[TaskConfig]:
+    selected = task_list
+    if split is not None:
+        selected = [t for t in selected if t.extras.get("split") == split]
+        if not selected:
+            splits = sorted({str(t.extras.get("split")) for t in task_list})
+            raise TaskConfigError(f"no task has split {split!r} (splits present: {splits})")
+    if task_ids is not None:
+        wanted = list(task_ids)
+        by_id = {t.task_id: t for t in selected}
+        missing = [i for i in wanted if i not in by_id]
+        if missing:
+            raise TaskConfigError(f"tasks {missing} are not in the task set")
+        selected = [by_id[i] for i in wanted]
+    if not selected:
+        raise TaskConfigError("the task set is empty")
+    return selected

@@ -1,0 +1,116 @@
+"""Which URLs the browser may reach: the configured site origins, nothing else.
+
+An :class:`OriginPolicy` answers two questions: may the agent ``goto`` this URL (refusals become
+``last_action_error``), and may the page load this resource (refused requests are aborted by a context route).
+Only ``http``/``https`` URLs of an allowed origin pass, plus ``about:blank`` for navigation; ``file:``,
+``chrome:``, other ``about:`` pages, ``data:``, ``javascript:`` and every other scheme or host are refused.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+__all__ = ["Origin", "OriginPolicy", "parse_origin"]
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_REGEX_SPECIALS = set("\\^$.|?*+()[]{}/")
+
+
+@dataclass(frozen=True, order=True)
+class Origin:
+    """A web origin with its port made explicit."""
+
+    scheme: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.scheme}://{self.host}:{self.port}"
+
+
+def parse_origin(url: str) -> Origin | None:
+    """The origin of an ``http``/``https`` URL (or bare origin), or ``None`` for any other scheme or a bad
+    URL."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if scheme not in _DEFAULT_PORTS or not host:
+        return None
+    return Origin(scheme, host, port if port is not None else _DEFAULT_PORTS[scheme])
+
+
+def _js_escape(text: str) -> str:
+    return "".join("\\" + c if c in _REGEX_SPECIALS else c for c in text)
+
+
+class OriginPolicy:
+    """The set of origins the browser may reach.
+
+    ``origins`` are URLs or bare origins (``http://127.0.0.1:7770``); each must be ``http``/``https`` with a
+    host.
+    """
+
+    def __init__(self, origins: Iterable[str]) -> None:
+        parsed: set[Origin] = set()
+        for text in origins:
+            origin = parse_origin(text)
+            if origin is None:
+                raise ValueError(f"allowed origin {text!r} is not an http(s) URL with a host, "
+                                 "expected e.g. 'http://127.0.0.1:7770'")
+            parsed.add(origin)
+        self.origins: frozenset[Origin] = frozenset(parsed)
+
+    def describe(self) -> str:
+        """The allowed origins as a short comma-separated list."""
+        return ", ".join(str(o) for o in sorted(self.origins)) or "(none)"
+
+    def allows_request(self, url: str) -> bool:
+        """Whether the page may load this URL (``data:`` and ``blob:`` resources stay inside the page)."""
+        lowered = url[:6].lower()
+        if lowered.startswith(("data:", "blob:")) or url == "about:blank":
+            return True
+        origin = parse_origin(url)
+        return origin is not None and origin in self.origins
+
+    def navigation_refusal(self, url: str) -> str | None:
+        """Why the agent may not navigate to ``url``, or ``None`` when it may."""
+        if url.strip() == "about:blank":
+            return None
+        scheme = urlsplit(url.strip()).scheme.lower() if ":" in url else ""
+        if scheme not in _DEFAULT_PORTS:
+            shown = f"scheme {scheme + ':'!r}" if scheme else "a URL without scheme"
+            return (f"{url!r} is not allowed: {shown} is refused; only the sites {self.describe()} "
+                    "may be opened")
+        origin = parse_origin(url)
+        if origin is None:
+            return f"{url!r} is not a valid URL"
+        if origin not in self.origins:
+            return (f"{url!r} is not allowed: origin {origin} is outside the sites of this task "
+                    f"({self.describe()})")
+        return None
+
+    def blocked_url_pattern(self, *, websocket: bool = False) -> re.Pattern[str]:
+        """A regex matching URLs that must be blocked, for ``BrowserContext.route`` (``route_web_socket`` with
+        ``websocket=True``: then the allowed origins are matched with ``ws``/``wss`` schemes).
+
+        Playwright evaluates it in the driver (JavaScript syntax), so allowed requests never cross into
+        Python; the route handler re-checks with :meth:`allows_request` anyway.
+        """
+        alternatives = [] if websocket else ["about:", "data:", "blob:"]
+        for origin in sorted(self.origins):
+            scheme = {"http": "ws", "https": "wss"}[origin.scheme] if websocket else origin.scheme
+            host = _js_escape(origin.host if ":" not in origin.host else f"[{origin.host}]")
+            port = f":{origin.port}"
+            if _DEFAULT_PORTS[origin.scheme] == origin.port:
+                port = f"(?:{port})?"
+            alternatives.append(f"{scheme}://{host}{port}(?:[/?#]|$)")
+        if not alternatives:
+            return re.compile(".*")
+        return re.compile("^(?!(?:" + "|".join(alternatives) + ")).*")
