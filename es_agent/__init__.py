@@ -47,6 +47,17 @@ _LAZY = {
     "apply_update": "es_agent.perturb",
     "weights_checksum": "es_agent.perturb",
     "select_parameters": "es_agent.perturb",
+    # EvoTorch problems and their specs
+    "AgentProblem": "es_agent.problem",
+    "ReplicaDivergenceError": "es_agent.problem",
+    "WorkerLostError": "es_agent.problem",
+    "DenseAgentProblem": "es_agent.dense",
+    "AgentSpec": "es_agent.specs",
+    "EnvSpec": "es_agent.specs",
+    "UpdateRecord": "es_agent.specs",
+    "SpecError": "es_agent.specs",
+    "CandidateRowError": "es_agent.worker",
+    "EpisodeInfrastructureError": "es_agent.worker",
 }
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -1,0 +1,274 @@
+"""The per-process state of an ES worker: one model replica, its prompt pools and one environment, built
+lazily from the specs (in a Ray actor, or in the driver when there are no actors), and the rollouts of
+candidate rows.
+
+A replica's centre is the base model (or the spec's snapshot) plus the update log replayed in order;
+``applied`` counts the log records folded in, so a replica built late (a restarted worker) catches up by
+replaying what it lacks. Evaluating a row perturbs the weights in place from its seed, runs one episode per
+task of the batch and restores the weights exactly (:func:`es_agent.perturbed`).
+
+Infrastructure failures (:attr:`EnvSpec.infra_errors`, e.g. a browser crash) are retried once on a rebuilt env
+and then raised as :class:`EpisodeInfrastructureError`; they are never scored as a reward of 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from es_agent.errors import EsAgentError
+from es_agent.noise import derive_seed
+from es_agent.rows import FIXED_COLUMNS, CandidateRow, decode_row
+from es_agent.specs import TINY_PREFIX, AgentSpec, EnvSpec, TaskId, UpdateRecord
+
+if TYPE_CHECKING:  # pragma: no cover
+    import gymnasium as gym
+
+    from es_agent.prompts import PromptGenome, PromptPools
+
+_log = logging.getLogger(__name__)
+
+EPISODE_SEED_BOUND = 2**31
+"""Env reset seeds lie in ``[0, EPISODE_SEED_BOUND)``."""
+
+
+class CandidateRowError(EsAgentError, ValueError):
+    """A candidate row does not fit the problem: wrong width, a non-integer seed, a prompt id out of range."""
+
+
+class EpisodeInfrastructureError(EsAgentError):
+    """An episode failed for an infrastructure reason twice in a row (the env was rebuilt in between)."""
+
+
+class ReplicaStateError(EsAgentError):
+    """A replica cannot reach the centre it is asked for (a gap in the update log, or a log that starts
+    after the replica's position)."""
+
+
+def episode_seed(env_seed: int, task_id: TaskId) -> int:
+    """The reset seed of ``task_id`` under a generation's env seed: the same for every candidate (common
+    random numbers) and independent of the task's position in the batch."""
+    if isinstance(task_id, int):
+        word = task_id & ((1 << 64) - 1)
+    else:
+        word = int.from_bytes(hashlib.sha1(str(task_id).encode()).digest()[:8], "little")
+    return derive_seed(int(env_seed), word) % EPISODE_SEED_BOUND
+
+
+def check_rows(values: torch.Tensor | Sequence[Sequence[float]], pool_sizes: Sequence[int],
+               slot_names: Sequence[str]) -> list[CandidateRow]:
+    """Decode ``(N, 3 + n_slots)`` rows and check them against the prompt pools; raises
+    :class:`CandidateRowError` naming the row, the slot and the bad value."""
+    tensor = torch.as_tensor(values, dtype=torch.float64)
+    width = FIXED_COLUMNS + len(pool_sizes)
+    if tensor.ndim != 2 or tensor.shape[1] != width:
+        got = tensor.shape[1] - FIXED_COLUMNS if tensor.ndim == 2 else None
+        raise CandidateRowError(
+            f"candidate rows must have shape (N, {width}): {FIXED_COLUMNS} fixed columns and "
+            f"{len(pool_sizes)} prompt slots {list(slot_names)}; got shape {tuple(tensor.shape)}"
+            + (f" ({got} prompt slot(s))" if got is not None else ""))
+    rows = []
+    for i, values_i in enumerate(tensor):
+        if not torch.isfinite(values_i).all():
+            raise CandidateRowError(f"row {i} has non-finite values: {values_i.tolist()}")
+        try:
+            row = decode_row(values_i)
+        except ValueError as exc:
+            raise CandidateRowError(f"row {i}: {exc}") from None
+        for slot, size, pid in zip(slot_names, pool_sizes, row.prompt_ids, strict=True):
+            if not 0 <= pid < size:
+                raise CandidateRowError(f"row {i}: prompt id {pid} out of range for slot {slot!r} "
+                                        f"(it has {size} variant(s): ids 0..{size - 1})")
+        rows.append(row)
+    return rows
+
+
+@dataclass
+class ReplicaStats:
+    """Counters of a replica since they were last reported (seconds are wall time in this process)."""
+
+    rows: int = 0
+    """Candidate rows evaluated."""
+    episodes: int = 0
+    """Episodes run."""
+    seconds_perturb: float = 0.0
+    """In perturbing and restoring weights."""
+    seconds_rollout: float = 0.0
+    """In episodes (policy and env)."""
+    seconds_update: float = 0.0
+    """In applying weight updates."""
+    seconds_build: float = 0.0
+    """In building the model and the env."""
+    infra_retries: int = 0
+    """Episodes retried after an infrastructure failure."""
+
+    def take(self) -> dict[str, float]:
+        """The counters as a dict, then zero them."""
+        out = asdict(self)
+        for name in out:
+            setattr(self, name, type(getattr(self, name))())
+        return out
+
+
+def load_agent_model(spec: AgentSpec) -> tuple[torch.nn.Module, Any]:
+    """The model and tokenizer an :class:`AgentSpec` names, snapshot loaded, in eval mode."""
+    if spec.model.startswith(TINY_PREFIX):
+        from es_agent.tiny import tiny_qwen
+
+        model, tokenizer = tiny_qwen(seed=int(spec.model[len(TINY_PREFIX):]))
+        model.to(device=spec.device, dtype=spec.torch_dtype())
+    else:
+        from es_agent.models import load_model
+
+        model, tokenizer = load_model(spec.model, dtype=spec.torch_dtype(), device=spec.device)
+    if spec.snapshot is not None:
+        from es_agent.models import load_weights
+
+        load_weights(model, spec.snapshot)
+    model.eval()
+    return model, tokenizer
+
+
+class Replica:
+    """One model replica, its prompt pools and one env (built on first use), at centre ``applied``."""
+
+    def __init__(self, agent: AgentSpec, env: EnvSpec, pools: PromptPools, applied: int) -> None:
+        started = time.perf_counter()
+        if agent.torch_threads is not None:
+            torch.set_num_threads(agent.torch_threads)
+        self.agent = agent
+        self.env_spec = env
+        self.pools = pools
+        self.applied = int(applied)
+        self.model, self.tokenizer = load_agent_model(agent)
+        self.policy_config = agent.policy_config()
+        self.stats = ReplicaStats(seconds_build=time.perf_counter() - started)
+        self.rows_total = 0
+        self._env: gym.Env | None = None
+
+    # ------------------------------------------------------------------ centre
+    def catch_up(self, log: Sequence[UpdateRecord], offset: int) -> None:
+        """Apply the records of ``log`` (whose first record has index ``offset``) not applied yet."""
+        if self.applied < offset:
+            raise ReplicaStateError(f"replica at update {self.applied} cannot replay a log starting at "
+                                    f"{offset}: records before it were folded into a snapshot; rebuild it")
+        for record in log[self.applied - offset:]:
+            self.apply(record)
+
+    def apply(self, record: UpdateRecord) -> None:
+        """Apply the next record of the update log (its index must be ``applied``)."""
+        if record.index != self.applied:
+            raise ReplicaStateError(f"replica at update {self.applied} was handed record {record.index}")
+        started = time.perf_counter()
+        if record.kind == "weights":
+            from es_agent.perturb import apply_update
+
+            apply_update(self.model, record.seeds, record.coeffs, **self.agent.perturb_kwargs())
+        else:
+            from es_agent.prompts import PromptPools
+
+            self.pools = PromptPools.from_dict(dict(record.pools or {}), source=f"update {record.index}")
+        self.applied += 1
+        self.stats.seconds_update += time.perf_counter() - started
+
+    def checksum(self) -> str:
+        """:func:`es_agent.weights_checksum` of the whole model."""
+        from es_agent.perturb import weights_checksum
+
+        return weights_checksum(self.model)
+
+    # ------------------------------------------------------------------ rollouts
+    def run_rows(self, rows: Sequence[CandidateRow], task_ids: Sequence[TaskId]) -> torch.Tensor:
+        """Per-task rewards ``(len(rows), len(task_ids))`` of rows, each at its perturbed weights."""
+        from es_agent.perturb import perturbed
+
+        out = torch.empty(len(rows), len(task_ids), dtype=torch.float32)
+        kwargs = self.agent.perturb_kwargs()
+        for i, row in enumerate(rows):
+            genome = self.pools.from_indices(row.prompt_ids)
+            t0 = time.perf_counter()
+            exact = row.sigma == 0  # the centre itself: no noise drawn
+            with nullcontext() if exact else perturbed(self.model, row.noise_seed, row.sigma, **kwargs):
+                t1 = time.perf_counter()
+                out[i] = torch.tensor(self.run_tasks(genome, task_ids, row.env_seed))
+                t2 = time.perf_counter()
+            self.stats.seconds_perturb += (t1 - t0) + (time.perf_counter() - t2)
+            self.stats.rows += 1
+            self.rows_total += 1
+        return out
+
+    def run_tasks(self, genome: PromptGenome, task_ids: Sequence[TaskId], env_seed: int) -> list[float]:
+        """Terminal rewards of one episode per task at the current weights (timed as rollout)."""
+        from es_agent.policy import LLMPolicy
+
+        policy = LLMPolicy(self.model, self.tokenizer, genome, self.policy_config)
+        started = time.perf_counter()
+        try:
+            return [self.episode(policy, task, episode_seed(env_seed, task)) for task in task_ids]
+        finally:
+            self.stats.seconds_rollout += time.perf_counter() - started
+
+    def episode(self, policy: Any, task_id: TaskId, seed: int) -> float:
+        """One episode's reward; an infrastructure failure is retried once on a rebuilt env, then raised."""
+        from es_agent.rollout import run_episode
+
+        for attempt in (1, 2):
+            env = self.env()
+            try:
+                result = run_episode(env, policy, seed=seed, options={"task_id": task_id},
+                                     max_steps=self.env_spec.max_steps)
+            except Exception as exc:  # narrowed just below: only infrastructure errors are retried
+                if not self.env_spec.is_infrastructure_error(exc):
+                    raise
+                self.close_env()
+                if attempt == 2:
+                    raise EpisodeInfrastructureError(
+                        f"task {task_id!r}: the episode failed twice for an infrastructure reason "
+                        f"({type(exc).__name__}: {exc}); the env was rebuilt in between") from exc
+                self.stats.infra_retries += 1
+                _log.warning("task %r: %s: %s; rebuilding the env and retrying once", task_id,
+                             type(exc).__name__, exc)
+                continue
+            self.stats.episodes += 1
+            return float(result.reward)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def env(self) -> gym.Env:
+        """The env, built on first use."""
+        if self._env is None:
+            started = time.perf_counter()
+            self._env = self.env_spec.make()
+            self.stats.seconds_build += time.perf_counter() - started
+        return self._env
+
+    def close_env(self) -> None:
+        """Close and drop the env (the next episode builds a new one)."""
+        env, self._env = self._env, None
+        if env is not None:
+            try:
+                env.close()
+            except Exception as exc:  # a crashed browser may fail to close; the env is dropped either way
+                _log.warning("closing a failed env raised %s: %s", type(exc).__name__, exc)
+
+    def close(self) -> None:
+        """Release the env (the model goes with the object)."""
+        self.close_env()
+
+
+def evals_from_rewards(rewards: torch.Tensor, eval_data_length: int) -> torch.Tensor:
+    """EvoTorch evals ``(N, 1 + eval_data_length)`` float32 from per-task rewards ``(N, T)``: fitness (the
+    mean over tasks) first, then the per-task rewards, NaN beyond ``T``."""
+    n, t = rewards.shape
+    if t > eval_data_length:
+        raise ValueError(f"{t} tasks do not fit in eval data of length {eval_data_length}")
+    out = torch.full((n, 1 + eval_data_length), float("nan"), dtype=torch.float32)
+    out[:, 0] = rewards.to(torch.float64).mean(dim=1).to(torch.float32)
+    out[:, 1:1 + t] = rewards.to(torch.float32)
+    return out
