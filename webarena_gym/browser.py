@@ -11,12 +11,13 @@ and :meth:`BrowserSession.new_episode` relaunches it within a bounded number of 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "DEFAULT_CHROMIUM_ARGS", "BrowserConfig", "BrowserSession", "Tab", "cdp_send", "find_chromium",
+    "shared_playwright",
     "page_titles", "resolve_storage_state",
 ]
 
@@ -144,6 +146,21 @@ class _Driver:
         if cls._local.count == 0:
             playwright, cls._local.playwright = cls._local.playwright, None
             _quietly(playwright.stop)
+
+
+@contextlib.contextmanager
+def shared_playwright() -> Iterator[Playwright]:
+    """The current thread's Playwright driver, shared with every :class:`BrowserSession` of the thread.
+
+    Playwright's sync API refuses a second running instance in one thread, so code that drives its own
+    browser beside an env (tests, evaluator helpers, scripts) must borrow this one instead of calling
+    ``sync_playwright()`` itself.
+    """
+    playwright = _Driver.acquire()
+    try:
+        yield playwright
+    finally:
+        _Driver.release()
 
 
 def cdp_send(cdp: CDPSession, method: str, params: Mapping[str, Any] | None = None, *,

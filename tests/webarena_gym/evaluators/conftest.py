@@ -129,9 +129,9 @@ def fake_sites(_fake_sites_session: FakeSites) -> FakeSites:
 @pytest.fixture(scope="session")
 def eval_browser(chromium_path: str) -> Iterator[Any]:
     """One real Chromium for the evaluator tests."""
-    from playwright.sync_api import sync_playwright
+    from webarena_gym.browser import shared_playwright
 
-    with sync_playwright() as pw:
+    with shared_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
         yield browser
         browser.close()

@@ -29,9 +29,9 @@ CONTROL_ROLES = {"textbox", "searchbox", "combobox", "button", "link", "checkbox
 
 @pytest.fixture(scope="module")
 def browser(chromium_path: str) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
+    from webarena_gym.browser import shared_playwright
 
-    with sync_playwright() as playwright:
+    with shared_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()

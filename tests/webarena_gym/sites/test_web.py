@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 from pathlib import Path
@@ -47,7 +48,9 @@ def _call(app: Any, method: str, path: str) -> tuple[int, bytes]:
         with contextlib.suppress(RuntimeError):  # Starlette re-raises after answering, for the server to log
             await app(scope, receive, send)
 
-    asyncio.run(run())
+    # In a thread of its own: the main thread may hold another test's running event loop (Playwright's).
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, run()).result()
     status = next(m["status"] for m in messages if m["type"] == "http.response.start")
     body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body")
     return status, body
