@@ -37,6 +37,7 @@ from webarena_gym.safety import OriginPolicy
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
+    from webarena_gym.embedded import EmbeddedWorld
     from webarena_gym.evaluators import EvalResult, Evaluator, Judge
     from webarena_gym.tasks import SiteURLs, TaskConfig
 
@@ -92,8 +93,10 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
     crashes raise :class:`~webarena_gym.errors.BrowserError`; the next ``reset`` relaunches the browser.
 
     ## Arguments
-    ``task_file``: task JSON path, a list of task dicts or of ``TaskConfig`` (default: the embedded world).
-    ``tasks``: task ids to keep. ``split``: keep tasks whose ``split`` field equals it. ``sites``: site URLs
+    ``task_file``: task JSON path, a list of task dicts or of ``TaskConfig`` (default: the embedded world,
+    the bundled task set on the embedded sites, started at the first reset and pristine at every reset).
+    ``tasks``: task ids to keep. ``split``: keep tasks whose ``split`` field equals it (default world:
+    ``"train"`` unless given; ``"all"`` for every split). ``sites``: site URLs
     overriding the environment (``{"shopping": "http://..."}`` or a ``SiteURLs``). ``browser``:
     ``BrowserConfig`` or dict. ``eval_rules``: ``"webarena"`` or ``"webarena_lite"``. ``judge``: judge for
     ``fuzzy_match``. ``accounts``: site accounts for evaluation helpers. ``max_axtree_chars``: tree text
@@ -109,6 +112,8 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    world: EmbeddedWorld | None = None
+    """The embedded sites of an env made without ``task_file`` (``None`` otherwise)."""
 
     def __init__(
         self,
@@ -155,7 +160,8 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
 
         world_sites = None
         if task_file is None:
-            task_list, world_sites = self._default_world()
+            task_list, world_sites = self._default_world(split, sites)
+            split = None  # the default world's task list is the split already
         else:
             task_list = _load(task_file)
         self.tasks = _select(task_list, tasks, split)
@@ -186,18 +192,33 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         self._actions: list[str] = []
 
     # ----- world -------------------------------------------------------------------------------------------
-    def _default_world(self) -> tuple[list[TaskConfig], SiteURLs | None]:
-        """Tasks and site URLs used when no ``task_file`` is given: the embedded sites and their task set."""
-        raise TaskConfigError(
-            "no task_file was given and the embedded sites are not bundled yet; pass task_file= (a WebArena "
-            "task JSON such as test_webarena_lite.raw.json, or a list of task dicts) and sites= with their "
-            "URLs"
-        )
+    def _default_world(self, split: str | None, sites: Any) -> tuple[list[TaskConfig], SiteURLs | None]:
+        """Tasks and site URLs used when no ``task_file`` is given: the bundled embedded task set (``split``:
+        ``"train"`` by default, ``"test"``, ``"test_unseen"``, or ``"all"``) on the embedded sites of
+        :attr:`world`, started at the first reset (the URLs are empty until then). Without a ``judge``, the
+        offline fallback judge scores the answers of unachievable (N/A) tasks."""
+        from webarena_gym.embedded import EmbeddedWorld, default_tasks
+        from webarena_gym.evaluators import OfflineJudge
+        from webarena_gym.tasks import SiteURLs
+
+        if sites is not None:
+            raise ValueError("sites= needs a task_file: without one the env runs its own embedded sites")
+        self.world = EmbeddedWorld()
+        if self.judge is None:
+            self.judge = OfflineJudge()
+        return default_tasks(split), SiteURLs()
 
     def _before_episode(self, task: TaskConfig) -> None:
         """Called by :meth:`reset` before anything of ``task`` is resolved or opened: the place to restore
-        site state and, for sites started lazily, to announce their URLs with :meth:`_use_sites` (the embedded
-        world does both here). Real WebArena deployments are reset by their operators."""
+        site state and, for sites started lazily, to announce their URLs with :meth:`_use_sites`. The default
+        world starts its sites on first use, restores their pristine state and writes the task's login
+        storage state (into its own ``auth_dir``). Real WebArena deployments are reset by their operators."""
+        if self.world is None:
+            return
+        if not self.world.started:
+            self._use_sites(self.world.start())
+        self.world.prepare(task)
+        self.auth_dir = self.world.auth_dir
 
     def _use_sites(self, sites: SiteURLs) -> None:
         """Switch to these site URLs; the origin policy follows (from the next episode on)."""
@@ -329,6 +350,8 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         """Close the browser; safe to call more than once."""
         self._active = False
         self._session.close()
+        if self.world is not None:
+            self.world.close()
         super().close()
 
     # ----- internals ---------------------------------------------------------------------------------------

@@ -28,7 +28,8 @@ class TaskConfigError(WebArenaGymError):
 
 
 class SiteConfigError(WebArenaGymError):
-    """A site URL is missing or malformed (e.g. a task needs ``__GITLAB__`` and no GitLab URL is configured)."""
+    """A site URL is missing or malformed (e.g. a task needs ``__GITLAB__`` and no GitLab URL is
+    configured)."""
 
 
 class BrowserError(WebArenaGymError):

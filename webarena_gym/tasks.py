@@ -421,6 +421,8 @@ def _resolve_source(source: str | Path) -> tuple[list[Any], str]:
     """Turn a path or a named source into ``(entries, label)``; the label names the source in errors."""
     text = str(source)
     scheme, _, split = text.partition(":")
+    if scheme == "embedded" and scheme not in _SOURCE_RESOLVERS and not isinstance(source, Path):
+        import webarena_gym.embedded  # noqa: F401 - registers the bundled task set on first use
     if not isinstance(source, Path) and scheme in _SOURCE_RESOLVERS:
         return list(_SOURCE_RESOLVERS[scheme](split or None)), text
     path = Path(source)

@@ -250,8 +250,8 @@ def test_file_level_errors(tmp_path):
         load_tasks(tmp_path / "missing.json")
     with pytest.raises(TaskConfigError, match="entry 0: expected a task object"):
         load_tasks([["not", "a", "dict"]])
-    with pytest.raises(TaskConfigError, match="unknown task source 'embedded'"):
-        load_tasks("embedded")
+    with pytest.raises(TaskConfigError, match="unknown task source 'nosuchsource'"):
+        load_tasks("nosuchsource")
 
 
 # ----------------------------------------------------------------------------------------------- sites
