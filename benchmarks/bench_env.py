@@ -5,7 +5,10 @@ Figures (median over N runs, spread = p90 - p10):
   catalog page (about 2,200 accessibility nodes, a WebArena listing page's order of magnitude), plus the
   viewport-filtered variant on the catalog (goal: a tenth of the next figure, measured in the same run);
 - for comparison, WebArena's approach on the catalog: one ``getBoundingClientRect`` round trip per node;
-- env steps per second with a scripted policy (click, type, hover, scroll, go_back, press) on the small page.
+- env steps per second with a scripted policy (click, type, hover, scroll, go_back, press) on the small page;
+- the embedded world: ``EmbeddedSites.reset()`` (pristine state) in ms, a full env ``reset`` on a bundled task
+  (sites reset + fresh login + new browser context + start page + observation) in ms, and pages served per
+  second by the embedded sites (GET of a fixed mix of shop, admin and forum pages over 2 client threads).
 
 Pages are generated into a temporary folder and served by a local HTTP server on 127.0.0.1.
 ``python -m benchmarks.bench_env [--quick] [--json]``.
@@ -224,12 +227,60 @@ def _find(axtree: str, text: str) -> int:
     raise RuntimeError(f"{text!r} is not in the observation")
 
 
+def bench_embedded(runs: int, chromium: str | None) -> list[dict[str, Any]]:
+    """Reset time of the embedded sites and of the env on a bundled task, and pages served per second."""
+    import concurrent.futures
+    import urllib.request
+
+    import gymnasium as gym
+
+    import webarena_gym
+    from webarena_gym.sites import EmbeddedSites
+
+    figures = []
+    with EmbeddedSites() as sites:
+        urls = sites.start()
+        figures.append(_latency_figure("embedded sites reset (pristine state)", _timed_ms(sites.reset, runs),
+                                       1000.0))
+        pages = [urls["shopping"] + "/", urls["shopping"] + "/catalogsearch/result/?q=shirt",
+                 urls["reddit"] + "/", urls["reddit"] + "/forums", urls["shopping_admin"] + "/auth/login/"]
+
+        def fetch(url: str) -> int:
+            with urllib.request.urlopen(url, timeout=30) as response:
+                return len(response.read())
+
+        rates = []
+        for _ in range(3):
+            batch = pages * (4 if runs < 30 else 12)
+            start = time.perf_counter()
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                list(pool.map(fetch, batch))
+            rates.append(len(batch) / (time.perf_counter() - start))
+        figures.append({"name": "embedded sites pages served per second",
+                        "value": round(statistics.median(rates), 1), "unit": "pages/s",
+                        "goal": None, "met": None,
+                        "spread": round(max(rates) - min(rates), 1)})
+    browser = {"executable_path": chromium} if chromium else None
+    env = gym.make(webarena_gym.ENV_ID, browser=browser)
+    try:
+        task_ids = [t.task_id for t in env.unwrapped.tasks[:5]]
+        counter = iter(range(10**6))
+        figures.append(_latency_figure(
+            "env reset on a bundled task (sites + login + context + page + obs)",
+            _timed_ms(lambda: env.reset(options={"task_id": task_ids[next(counter) % len(task_ids)]}),
+                      max(3, runs // 5)), 1000.0))
+    finally:
+        env.close()
+    return figures
+
+
 def main(quick: bool = False, chromium: str | None = None) -> list[dict[str, Any]]:
     """Run the benchmark and return the figures (also printed)."""
     runs, steps = (15, 28) if quick else (60, 140)
     with _local_site() as base:
         figures = bench_observation(base, runs, chromium, compare_webarena=True)
         figures += bench_steps(base, steps, chromium)
+    figures += bench_embedded(runs, chromium)
     print(f"bench_env (quick={quick})")
     for f in figures:
         extra = "" if f["spread"] is None else f" (spread p90-p10 {f['spread']})"
