@@ -7,10 +7,10 @@ bootstrap:
 	bash scripts/bootstrap.sh
 
 demo: bootstrap
-	.venv/bin/esopt train --config configs/demo.toml --run-dir runs/demo
+	.venv/bin/esopt train --config configs/demo.toml --run-dir runs/demo-$$(date +%Y%m%d-%H%M%S)
 
 smoke: bootstrap
-	.venv/bin/esopt train --config configs/smoke.toml --run-dir runs/smoke
+	.venv/bin/esopt train --config configs/smoke.toml --run-dir runs/smoke-$$(date +%Y%m%d-%H%M%S)
 
 lint: bootstrap
 	.venv/bin/ruff check .

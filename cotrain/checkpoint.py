@@ -1,0 +1,422 @@
+"""The run directory: configuration, logs, prompt state and weight snapshots; no pickle anywhere.
+
+Layout::
+
+    run.json                    manifest: format, generations done, snapshots, final checksum (written last)
+    config.json                 the TrainConfig (JSON)
+    initial_prompt_pools.json   the pools at generation 0 (replay starts here)
+    update_log.jsonl            one line per generation: task batch, env seed, rows (noise seeds, signed
+                                sigma, prompt ids), rewards, sigma, weight update (seeds, coeffs), prompt
+                                probs, pool changes, distribution state after the generation
+    metrics.jsonl               the searcher's status dicts (JSON-safe)
+    prompt_pools.json           the current pools            (convenience copies of the state at
+    distribution.json           the current distribution      ``run.json``'s generation)
+    snapshots/gen_000010/       centre weights after 10 generations, Hugging Face layout: model.safetensors,
+                                config.json, tokenizer files, snapshot.json
+    learning_curve.png, eval_<split>.json, ...
+
+Every file is written whole to a temporary name, fsynced and renamed, and ``run.json`` is written last: a
+SIGKILL at any moment leaves the previous consistent state. The state after generation ``G`` is rebuilt as:
+the last snapshot at or before ``G`` plus the weight updates logged after it; the pools at generation 0 plus
+the logged pool changes; the distribution logged with generation ``G`` (:meth:`RunDir.load_state`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cotrain.config import TrainConfig, config_from_dict
+from cotrain.distribution import CoEvolutionDistribution, WeightUpdate
+from cotrain.errors import CheckpointError, ConfigError, RunDirError
+from cotrain.prompt_evolution import apply_pool_changes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from es_agent.prompts import PromptPools
+
+RUN_FORMAT = "esopt-run/1"
+"""Tag of ``run.json``."""
+SNAPSHOT_FORMAT = "esopt-snapshot/1"
+"""Tag of ``snapshots/*/snapshot.json``."""
+WEIGHTS_FILE = "model.safetensors"
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".msgpack", ".h5")
+
+
+# --------------------------------------------------------------------------------------------- atomic IO
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a fsynced temporary file and a rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes files private; run files are as readable as any other
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_json(path: str | Path, data: Any) -> None:
+    """``atomic_write_text`` of indented JSON (NaN refused)."""
+    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # some filesystems refuse to open directories; the rename is still atomic
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def read_json(path: Path, error: type[Exception] = RunDirError) -> Any:
+    """Parse a JSON file; a missing or corrupt file raises ``error`` naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"missing file {path}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise error(f"corrupt file {path}: {exc}") from None
+
+
+def read_jsonl(path: Path, error: type[Exception] = RunDirError) -> list[dict[str, Any]]:
+    """Parse a JSON-lines file (missing: no lines); a corrupt line raises ``error`` naming file and line."""
+    if not path.exists():
+        return []
+    out = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise error(f"corrupt file {path}, line {number}: {exc}") from None
+        if not isinstance(item, dict):
+            raise error(f"corrupt file {path}, line {number}: expected a JSON object")
+        out.append(item)
+    return out
+
+
+def json_safe(value: Any) -> Any:
+    """A JSON-safe copy: tensors and numpy values as numbers or lists, NaN/inf as ``None``; values that have
+    no JSON form (EvoTorch ``Solution`` objects...) are dropped from dicts and lists."""
+    import math
+
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            converted = json_safe(v)
+            if converted is not _DROP:
+                out[str(k)] = converted
+        return out
+    if isinstance(value, list | tuple):
+        return [c for c in (json_safe(v) for v in value) if c is not _DROP]
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and type(value).__module__.split(".")[0] in ("torch", "numpy"):
+        return json_safe(tolist())
+    return _DROP
+
+
+_DROP = object()
+
+
+# --------------------------------------------------------------------------------------------- state
+
+
+@dataclass
+class RunState:
+    """A run's state after ``generation`` completed generations, rebuilt from its directory."""
+
+    generation: int
+    """Completed generations."""
+    distribution: CoEvolutionDistribution
+    """The search distribution (at ``generation``)."""
+    pools: PromptPools
+    """The prompt pools."""
+    snapshot: Path | None
+    """``model.safetensors`` of the latest snapshot at or before ``generation`` (``None``: the base model)."""
+    snapshot_generation: int
+    """Generation of that snapshot (0 for the base model)."""
+    pending: list[tuple[int, WeightUpdate]]
+    """Weight updates logged after the snapshot, as ``(generation, update)``, in order."""
+    checksum: str | None
+    """The centre's weight checksum at ``generation`` when the directory records it."""
+
+
+def initial_distribution(config: TrainConfig, pools: PromptPools) -> CoEvolutionDistribution:
+    """The generation-0 distribution of a run (uniform categoricals over the pools)."""
+    return CoEvolutionDistribution.create(list(pools.sizes().values()), base_seed=config.es.seed,
+                                          config=config.es.distribution_config())
+
+
+def load_pools(path: str | None) -> PromptPools:
+    """The pools of ``prompts.pools`` (``None``: the package default); a bad file is a ConfigError."""
+    from es_agent.errors import PromptPoolError
+    from es_agent.prompts import PromptPools
+
+    try:
+        return PromptPools.load(path)
+    except PromptPoolError as exc:
+        raise ConfigError(f"prompts.pools: {exc}") from None
+
+
+class RunDir:
+    """One run's directory (see the module docstring). Make one with :meth:`create` or :meth:`open`."""
+
+    def __init__(self, path: str | Path, manifest: dict[str, Any], config: TrainConfig) -> None:
+        self.path = Path(path)
+        self.manifest = manifest
+        self.config = config
+        self._records: list[dict[str, Any]] | None = None
+        self._metrics: list[dict[str, Any]] | None = None
+
+    # ---------------------------------------------------------------------------------------- open/create
+
+    @classmethod
+    def create(cls, path: str | Path, config: TrainConfig, pools: PromptPools) -> RunDir:
+        """A new run directory for ``config`` (the directory must be absent or empty)."""
+        path = Path(path)
+        if (path / "run.json").exists():
+            raise RunDirError(f"{path} already holds a run ({path / 'run.json'}): continue it with "
+                              f"`esopt resume --run-dir {path}` or choose another directory")
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            raise RunDirError(f"{path} exists, is not empty and is not an esopt run directory (no run.json)")
+        path.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path / "config.json", config.to_dict())
+        atomic_write_json(path / "initial_prompt_pools.json", pools.to_dict())
+        now = _now()
+        manifest = {"format": RUN_FORMAT, "generation": 0, "total_generations": config.es.generations,
+                    "finished": False, "log_end": 0, "snapshots": [], "checksum": None, "created": now,
+                    "updated": now}
+        atomic_write_json(path / "run.json", manifest)
+        run = cls(path, manifest, config)
+        run._records, run._metrics = [], []
+        return run
+
+    @classmethod
+    def open(cls, path: str | Path) -> RunDir:
+        """An existing run directory; a missing, foreign or corrupt one raises RunDirError naming the file."""
+        path = Path(path)
+        if not path.is_dir():
+            raise RunDirError(f"no run directory at {path}")
+        manifest_path = path / "run.json"
+        if not manifest_path.exists():
+            raise RunDirError(f"{path} is not an esopt run directory: {manifest_path} is missing")
+        manifest = read_json(manifest_path)
+        if not isinstance(manifest, dict) or manifest.get("format") != RUN_FORMAT:
+            found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+            raise RunDirError(f"{manifest_path} is not an esopt run manifest (format {found!r}, "
+                              f"expected {RUN_FORMAT!r})")
+        for key, kind in (("generation", int), ("snapshots", list), ("total_generations", int)):
+            if not isinstance(manifest.get(key), kind):
+                raise RunDirError(f"corrupt file {manifest_path}: {key!r} must be {kind.__name__}")
+        try:
+            config = config_from_dict(read_json(path / "config.json"))
+        except ConfigError as exc:
+            raise RunDirError(f"corrupt file {path / 'config.json'}: {exc}") from None
+        return cls(path, manifest, config)
+
+    # ---------------------------------------------------------------------------------------- reading
+
+    @property
+    def generation(self) -> int:
+        """Completed generations."""
+        return int(self.manifest["generation"])
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run reached its last generation and wrote its final snapshot."""
+        return bool(self.manifest.get("finished"))
+
+    def records(self) -> list[dict[str, Any]]:
+        """Update-log entries of the completed generations (entries past ``run.json``'s count are ignored)."""
+        if self._records is None:
+            file = self.path / "update_log.jsonl"
+            lines = read_jsonl(file)
+            kept = [r for r in lines if isinstance(r.get("iter"), int) and r["iter"] <= self.generation]
+            if [r["iter"] for r in kept] != list(range(1, self.generation + 1)):
+                raise CheckpointError(f"{file} does not hold generations 1..{self.generation} in order "
+                                      f"(found {[r.get('iter') for r in lines][:20]})")
+            self._records = kept
+        return self._records
+
+    def metrics(self) -> list[dict[str, Any]]:
+        """Status dicts of the completed generations."""
+        if self._metrics is None:
+            rows = read_jsonl(self.path / "metrics.jsonl")
+            last = self.generation
+            self._metrics = [m for m in rows if isinstance(m.get("iter"), int) and m["iter"] <= last]
+        return self._metrics
+
+    def initial_pools(self) -> PromptPools:
+        """The pools at generation 0."""
+        from es_agent.errors import PromptPoolError
+        from es_agent.prompts import PromptPools
+
+        file = self.path / "initial_prompt_pools.json"
+        try:
+            return PromptPools.from_dict(read_json(file, CheckpointError), source=str(file))
+        except PromptPoolError as exc:
+            raise CheckpointError(f"corrupt file {file}: {exc}") from None
+
+    def snapshot_dir(self, generation: int) -> Path:
+        """Where the snapshot of ``generation`` lives."""
+        return self.path / "snapshots" / f"gen_{generation:06d}"
+
+    def load_state(self) -> RunState:
+        """The state after the completed generations (see the module docstring)."""
+        records = self.records()
+        pools = self.initial_pools()
+        if records:
+            try:
+                dist = CoEvolutionDistribution.from_dict(records[-1]["distribution"])
+                for record in records:
+                    pools = apply_pool_changes(pools, record.get("pool_changes", ()))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise CheckpointError(f"corrupt file {self.path / 'update_log.jsonl'}: {exc}") from None
+        else:
+            dist = initial_distribution(self.config, pools)
+        if dist.pool_sizes != tuple(pools.sizes().values()):
+            raise CheckpointError(f"{self.path / 'update_log.jsonl'}: replayed pools {pools.sizes()} do not "
+                                  f"match the logged distribution {dist.pool_sizes}")
+        snapshot, snap_gen, checksum = None, 0, None
+        listed = [s for s in self.manifest["snapshots"] if int(s["generation"]) <= self.generation]
+        if listed:
+            latest = max(listed, key=lambda s: int(s["generation"]))
+            snap_gen = int(latest["generation"])
+            folder = self.snapshot_dir(snap_gen)
+            meta = read_json(folder / "snapshot.json", CheckpointError)
+            snapshot = folder / WEIGHTS_FILE
+            if not snapshot.is_file():
+                raise CheckpointError(f"missing checkpoint {snapshot} (listed in {self.path / 'run.json'})")
+            if snap_gen == self.generation:
+                checksum = meta.get("checksum")
+        final = self.manifest.get("checksum")
+        if isinstance(final, dict) and final.get("generation") == self.generation:
+            checksum = final.get("value")
+        pending = [(int(r["iter"]), WeightUpdate.from_dict(r["update"]))
+                   for r in records if r["iter"] > snap_gen]
+        return RunState(self.generation, dist, pools, snapshot, snap_gen, pending, checksum)
+
+    # ---------------------------------------------------------------------------------------- writing
+
+    def commit(self, record: Mapping[str, Any], status: Mapping[str, Any],
+               distribution: CoEvolutionDistribution, pools: PromptPools, *, log_end: int) -> None:
+        """Record one completed generation (``record["iter"]`` must be the next one); ``run.json`` last."""
+        gen = int(record["iter"])
+        if gen != self.generation + 1:
+            raise RunDirError(f"{self.path}: generation {gen} committed after {self.generation}")
+        records = [*self.records(), json_safe(dict(record))]
+        metrics = [*self.metrics(), json_safe({**status, "iter": gen})]
+        atomic_write_text(self.path / "update_log.jsonl", "".join(_line(r) for r in records))
+        atomic_write_text(self.path / "metrics.jsonl", "".join(_line(m) for m in metrics))
+        atomic_write_json(self.path / "distribution.json", {"generation": gen, **distribution.to_dict()})
+        atomic_write_json(self.path / "prompt_pools.json", {"generation": gen, **pools.to_dict()})
+        self._records, self._metrics = records, metrics
+        self._write_manifest(generation=gen, log_end=int(log_end))
+
+    def write_snapshot(self, generation: int, save_weights: Callable[[Path], str], model_spec: str) -> Path:
+        """Save the centre after ``generation`` as ``snapshots/gen_<generation>/`` (HF layout) and list it in
+        ``run.json``; ``save_weights(file)`` writes the safetensors file and returns the weight checksum."""
+        final = self.snapshot_dir(generation)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+        try:
+            checksum = save_weights(tmp / WEIGHTS_FILE)
+            write_model_metadata(model_spec, tmp)
+            atomic_write_json(tmp / "snapshot.json", {"format": SNAPSHOT_FORMAT, "generation": generation,
+                                                      "checksum": checksum, "created": _now()})
+            os.chmod(tmp, 0o755)
+            for file in tmp.iterdir():
+                os.chmod(file, 0o644)
+            if final.exists():
+                shutil.rmtree(final)
+            os.rename(tmp, final)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+        _fsync_dir(final.parent)
+        snapshots = [s for s in self.manifest["snapshots"] if int(s["generation"]) != generation]
+        snapshots.append({"generation": generation, "path": str(final.relative_to(self.path)),
+                          "checksum": checksum})
+        self._write_manifest(snapshots=sorted(snapshots, key=lambda s: s["generation"]),
+                             checksum={"generation": generation, "value": checksum})
+        return final
+
+    def has_snapshot(self, generation: int) -> bool:
+        """Whether ``run.json`` lists a snapshot of ``generation``."""
+        return any(int(s["generation"]) == generation for s in self.manifest["snapshots"])
+
+    def mark_finished(self) -> None:
+        """Record that the run completed all its generations."""
+        self._write_manifest(finished=True)
+
+    def reopen_for_resume(self) -> None:
+        """Drop log lines and metrics past the last committed generation and the temporary files of writes
+        that a kill interrupted."""
+        self.records()
+        self.metrics()
+        for folder in (self.path, self.path / "snapshots"):
+            for stale in folder.glob(".*.tmp") if folder.is_dir() else ():
+                if stale.is_dir():
+                    shutil.rmtree(stale, ignore_errors=True)
+                else:
+                    stale.unlink(missing_ok=True)
+
+    def _write_manifest(self, **changes: Any) -> None:
+        manifest = {**self.manifest, **changes, "updated": _now()}
+        atomic_write_json(self.path / "run.json", manifest)
+        self.manifest = manifest
+
+
+def write_model_metadata(model_spec: str, dest: Path) -> None:
+    """Write ``config.json`` and the tokenizer files of ``model_spec`` into ``dest`` (next to its weights)."""
+    from es_agent.specs import TINY_PREFIX
+
+    if model_spec.startswith(TINY_PREFIX):
+        from es_agent.tiny import tiny_qwen
+
+        model, tokenizer = tiny_qwen(seed=int(model_spec[len(TINY_PREFIX):]))
+        model.config.save_pretrained(dest)
+        model.generation_config.save_pretrained(dest)
+        tokenizer.save_pretrained(dest)
+        return
+    from es_agent.models import MANIFEST, resolve_model_path
+
+    source = resolve_model_path(model_spec)
+    for file in sorted(source.iterdir()):
+        if file.is_file() and file.name != MANIFEST and not file.name.endswith(_WEIGHT_SUFFIXES) \
+                and not file.name.endswith(".index.json"):
+            shutil.copy2(file, dest / file.name)
+
+
+def _line(item: Mapping[str, Any]) -> str:
+    return json.dumps(item, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")

@@ -1,0 +1,497 @@
+"""Typed run configuration: one frozen dataclass per section, a docstring per field.
+
+Parsed only at entry points (the ``esopt`` CLI, the examples) from a TOML file plus
+``--set section.key=value`` overrides, and written back as ``config.json`` into the run directory. Unknown
+keys and wrong types raise :class:`~cotrain.errors.ConfigError` naming the key path (``es.population``) and
+the expected type.
+
+>>> cfg = load_config("configs/smoke.toml", ["es.population=8", "agent.model=tiny:1"])
+>>> cfg.es.population
+8
+
+TOML has no null: leave a key out to keep its default; in ``--set`` overrides, ``none`` or ``null`` set an
+optional key to ``None``. Override values are read as TOML values (``8``, ``0.5``, ``true``, ``["a", "b"]``)
+and fall back to plain strings (``tiny:0``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import tomllib
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from cotrain.errors import ConfigError
+from cotrain.shaping import ShapingConfig
+
+if typing.TYPE_CHECKING:  # pragma: no cover
+    from cotrain.distribution import CoEvolutionConfig
+    from es_agent.specs import AgentSpec, EnvSpec
+
+CONFIG_FORMAT = "esopt-config/1"
+"""Tag written into ``config.json``."""
+_DEFAULT_INFRA_ERRORS = (
+    "webarena_gym.errors.BrowserError",
+    "webarena_gym.errors.EvaluatorError",
+    "ConnectionError",
+    "TimeoutError",
+)
+
+
+def _fail(path: str, message: str) -> ConfigError:
+    return ConfigError(f"{path}: {message}" if path else message)
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """``[agent]``: the model and policy each worker builds (the fields of ``es_agent.AgentSpec``)."""
+
+    model: str = "embedded"
+    """``"embedded"`` (SmolLM2-135M-Instruct), a local checkpoint directory or ``.gguf`` file, a hub id in the
+    local cache, or ``"tiny:<seed>"`` (a tiny random Qwen, for tests and smoke runs)."""
+    dtype: Literal["float32", "bfloat16", "float16", "float64"] = "float32"
+    """Weight dtype of every replica."""
+    device: str = "cpu"
+    """Device of each replica (``"cpu"``, ``"cuda"``)."""
+    mode: Literal["full", "lowrank"] = "full"
+    """Perturbation mode: full-rank in place, or EGGROLL-style low rank (then set ``rank``)."""
+    rank: int | None = None
+    """Rank of the low-rank noise (``mode = "lowrank"`` only)."""
+    params: tuple[str, ...] | None = None
+    """Globs over parameter names to perturb; leave out for every floating parameter."""
+    params_exclude: tuple[str, ...] = ()
+    """Globs removed from the selection."""
+    policy: dict[str, Any] = field(default_factory=dict)
+    """``es_agent.PolicyConfig`` fields (e.g. ``max_prompt_tokens``, ``decoding``)."""
+    torch_threads: int | None = 1
+    """Intra-op threads per worker (one is fastest for small models on small CPUs)."""
+
+    def __post_init__(self) -> None:
+        self.spec()  # validates through es_agent's own checks
+
+    def spec(self, prompt_pools: str | Mapping[str, Any] | None = None,
+             snapshot: str | None = None) -> AgentSpec:
+        """The ``es_agent.AgentSpec`` these fields describe (with the given pools and snapshot)."""
+        from es_agent.specs import AgentSpec, SpecError
+
+        try:
+            return AgentSpec(model=self.model, dtype=self.dtype, device=self.device, mode=self.mode,
+                             rank=self.rank, params=self.params, params_exclude=self.params_exclude,
+                             snapshot=snapshot, prompt_pools=prompt_pools, policy=dict(self.policy),
+                             torch_threads=self.torch_threads)
+        except SpecError as exc:
+            raise _fail("agent", str(exc)) from None
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """``[env]``: the Gymnasium environment of the workers and the training tasks."""
+
+    env_id: str = "WebArenaLite-v0"
+    """Registered Gymnasium id."""
+    module: str | None = "webarena_gym"
+    """Module imported (in every worker) to register ``env_id``."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of ``gym.make`` (e.g. ``task_file``, ``sites``); ``split`` is added per use."""
+    split: str | None = "train"
+    """Split whose tasks the generations' task batches are drawn from (the env's ``split=`` argument)."""
+    worker_split: str | None = "all"
+    """``split=`` of the workers' env, which must hold the training and the held-out tasks (``"all"`` for the
+    embedded task set; ``none`` for an env that holds every task by default, e.g. a real task file)."""
+    train_tasks: tuple[int | str, ...] | None = None
+    """Explicit training task ids (instead of every task of ``split``)."""
+    tasks_per_generation: int = 4
+    """Tasks in each generation's batch, shared by all candidates."""
+    max_steps: int | None = 10
+    """Actions per episode before the rollout loop cuts it off."""
+    infra_errors: tuple[str, ...] = _DEFAULT_INFRA_ERRORS
+    """Exception classes that mean infrastructure failure (retried once, then raised; never scored 0)."""
+
+    def __post_init__(self) -> None:
+        if self.tasks_per_generation < 1:
+            raise _fail("env.tasks_per_generation", f"must be >= 1, got {self.tasks_per_generation}")
+        if self.train_tasks is not None and len(self.train_tasks) < self.tasks_per_generation:
+            raise _fail("env.train_tasks", f"has {len(self.train_tasks)} task(s), fewer than "
+                        f"env.tasks_per_generation={self.tasks_per_generation}")
+        if "split" in self.kwargs:
+            raise _fail("env.kwargs.split", "set env.split (training) and eval.split (held out) instead")
+        self.spec()
+
+    def spec(self, split: str | None = None) -> EnvSpec:
+        """The ``es_agent.EnvSpec`` of ``split`` (default: :attr:`worker_split`, the workers' env)."""
+        from es_agent.specs import EnvSpec, SpecError
+
+        split = split if split is not None else self.worker_split
+        kwargs = dict(self.kwargs) if split is None else {**self.kwargs, "split": split}
+        try:
+            return EnvSpec(env_id=self.env_id, module=self.module, kwargs=kwargs, max_steps=self.max_steps,
+                           infra_errors=self.infra_errors)
+        except SpecError as exc:
+            raise _fail("env", str(exc)) from None
+
+
+@dataclass(frozen=True)
+class ESConfig:
+    """``[es]``: the co-evolution distribution, the population and the run length."""
+
+    population: int = 8
+    """Candidates per generation (even with antithetic sampling)."""
+    generations: int = 10
+    """Generations of the run."""
+    seed: int = 0
+    """Root seed of everything random in the run (noise seeds, env seeds, task batches, prompt mutation)."""
+    sigma_0: float = 1e-3
+    """Perturbation scale at the first generation (cosine decay from here)."""
+    sigma_min: float = 1e-4
+    """Perturbation scale at the end of the schedule."""
+    schedule_generations: int | None = None
+    """Length of the cosine sigma schedule (default: ``generations``)."""
+    learning_rate: float = 0.5
+    """Weight step size (see ``cotrain.distribution``)."""
+    prompt_learning_rate: float = 0.2
+    """Mixing rate of the prompt categoricals, in [0, 1]."""
+    prob_floor: float = 0.01
+    """Least probability of any prompt variant."""
+    antithetic: bool = True
+    """Mirrored pairs (``+sigma``/``-sigma`` on one seed)."""
+    evolve_weights: bool = True
+    """Ablation switch: evolve the weights."""
+    evolve_prompts: bool = True
+    """Ablation switch: evolve the prompt categoricals."""
+    weight_normalisation: Literal["total_weight", "population"] = "total_weight"
+    """Divisor of the weight step."""
+    shaping: ShapingConfig = field(default_factory=ShapingConfig)
+    """``[es.shaping]``: how per-task rewards become candidate weights (``method``, ``per_task_centering``,
+    ``per_task_scaling``)."""
+
+    def __post_init__(self) -> None:
+        if self.population < 1:
+            raise _fail("es.population", f"must be >= 1, got {self.population}")
+        if self.generations < 1:
+            raise _fail("es.generations", f"must be >= 1, got {self.generations}")
+        if self.seed < 0:
+            raise _fail("es.seed", f"must be >= 0, got {self.seed}")
+        if self.antithetic and self.evolve_weights and self.population % 2:
+            raise _fail("es.population", f"must be even with antithetic pairs, got {self.population}")
+        self.distribution_config()
+
+    def distribution_config(self) -> CoEvolutionConfig:
+        """The ``CoEvolutionConfig`` of the run."""
+        from cotrain.distribution import CoEvolutionConfig
+
+        try:
+            return CoEvolutionConfig(
+                sigma_0=self.sigma_0, sigma_min=self.sigma_min,
+                total_generations=self.schedule_generations or self.generations,
+                learning_rate=self.learning_rate, prompt_learning_rate=self.prompt_learning_rate,
+                prob_floor=self.prob_floor, antithetic=self.antithetic, evolve_weights=self.evolve_weights,
+                evolve_prompts=self.evolve_prompts, weight_normalisation=self.weight_normalisation)
+        except ValueError as exc:
+            raise _fail("es", str(exc)) from None
+
+
+@dataclass(frozen=True)
+class PromptsConfig:
+    """``[prompts]``: the prompt pools and how they grow during the run."""
+
+    pools: str | None = None
+    """Prompt pool JSON file (default: the package's ``es_agent/prompts/pools/default.json``)."""
+    mutation: bool = False
+    """Grow the pools during the run (reflective mutation, recombination, deletion)."""
+    mutate_every: int = 1
+    """Generations between two rounds of pool changes."""
+    reflect_rate: float = 0.5
+    """Probability, per round, of a reflective mutation (a model rewrites a variant after failures)."""
+    recombine_rate: float = 0.5
+    """Probability, per round, of recombining the lines of two skill variants."""
+    mutable_slots: tuple[str, ...] = ("system", "skills")
+    """Slots reflective mutation may rewrite (``action_format`` steers decoding and is never rewritten)."""
+    new_variant_mass: float = 0.05
+    """Probability mass a new variant enters with."""
+    max_pool_size: int = 8
+    """Variants per slot; when full, the least probable unprotected variant is deleted first."""
+    min_variant_chars: int = 20
+    """Shortest accepted new variant text."""
+    max_variant_chars: int = 1200
+    """Longest accepted new variant text."""
+    reflect_tasks: int = 1
+    """Failed tasks whose trajectories the reflective mutation reads."""
+    mutation_model: str | None = None
+    """Model that writes reflective mutations (default: the policy model itself, at the current centre)."""
+    max_new_tokens: int = 128
+    """Bound on the tokens a reflective mutation writes."""
+
+    def __post_init__(self) -> None:
+        for name in ("reflect_rate", "recombine_rate"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise _fail(f"prompts.{name}", f"must lie in [0, 1], got {getattr(self, name)}")
+        if not 0 < self.new_variant_mass < 1:
+            raise _fail("prompts.new_variant_mass", f"must lie in (0, 1), got {self.new_variant_mass}")
+        for name in ("mutate_every", "max_pool_size", "reflect_tasks", "max_new_tokens", "min_variant_chars"):
+            if getattr(self, name) < 1:
+                raise _fail(f"prompts.{name}", f"must be >= 1, got {getattr(self, name)}")
+        if self.max_variant_chars < self.min_variant_chars:
+            raise _fail("prompts.max_variant_chars", "must be >= prompts.min_variant_chars")
+        if "action_format" in self.mutable_slots:
+            raise _fail("prompts.mutable_slots", "'action_format' steers decoding and cannot be mutated")
+
+
+@dataclass(frozen=True)
+class WorkersConfig:
+    """``[workers]``: where rollouts run."""
+
+    num_workers: int = 0
+    """Ray actors; 0 or 1 evaluate in this process, 2 or more start Ray workers (one model + env each)."""
+    address: str | None = None
+    """Ray cluster address (``"auto"``, ``"ray://host:10001"``); leave out for a local Ray."""
+    num_cpus: int | None = None
+    """CPUs of a local Ray (default: ``num_workers``)."""
+    rows_per_piece: int = 1
+    """Candidates sent to a worker at a time."""
+
+    def __post_init__(self) -> None:
+        if self.num_workers < 0:
+            raise _fail("workers.num_workers", f"must be >= 0, got {self.num_workers}")
+        if self.rows_per_piece < 1:
+            raise _fail("workers.rows_per_piece", f"must be >= 1, got {self.rows_per_piece}")
+
+    @property
+    def num_actors(self) -> int | None:
+        """``AgentProblem``'s ``num_actors``: ``None`` (in process) for 0 or 1 worker."""
+        return self.num_workers if self.num_workers >= 2 else None
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """``[checkpoint]``: weight snapshots (the logs are written every generation)."""
+
+    snapshot_every: int = 10
+    """Save the centre's weights every k generations (0: only at the end of the run)."""
+
+    def __post_init__(self) -> None:
+        if self.snapshot_every < 0:
+            raise _fail("checkpoint.snapshot_every", f"must be >= 0, got {self.snapshot_every}")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """``[eval]``: evaluation of the centre (sigma 0, most probable prompts) on held-out tasks."""
+
+    every: int = 0
+    """Evaluate the centre every k generations during training (0: never)."""
+    split: str = "test"
+    """Held-out split."""
+    n_tasks: int = 4
+    """Tasks of the split evaluated (the first ones by id; 0: all of them)."""
+    tasks: tuple[int | str, ...] | None = None
+    """Explicit held-out task ids (instead of ``split``)."""
+    baseline: str = "no_skill"
+    """Baseline genome (a name in the pools' ``baselines``) that ``esopt eval`` compares against."""
+    env_seed: int = 0
+    """Env seed of centre evaluations (the same every time, so evaluations compare)."""
+
+    def __post_init__(self) -> None:
+        if self.every < 0 or self.n_tasks < 0:
+            raise _fail("eval", f"every and n_tasks must be >= 0, got {self.every} and {self.n_tasks}")
+
+
+@dataclass(frozen=True)
+class UIConfig:
+    """``[ui]``: the progress display."""
+
+    mode: Literal["auto", "on", "off"] = "auto"
+    """``auto``: a live dashboard on a terminal, plain lines otherwise; ``on``: force the dashboard;
+    ``off``: plain lines."""
+    plot: bool = True
+    """Write ``learning_curve.png`` into the run directory at the end."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """A whole run: one field per TOML table."""
+
+    name: str = "run"
+    """Name shown by the UI."""
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    """``[agent]``."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """``[env]``."""
+    es: ESConfig = field(default_factory=ESConfig)
+    """``[es]``."""
+    prompts: PromptsConfig = field(default_factory=PromptsConfig)
+    """``[prompts]``."""
+    workers: WorkersConfig = field(default_factory=WorkersConfig)
+    """``[workers]``."""
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    """``[checkpoint]``."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """``[eval]``."""
+    ui: UIConfig = field(default_factory=UIConfig)
+    """``[ui]``."""
+
+    def __post_init__(self) -> None:
+        if self.prompts.mutation and not self.es.evolve_prompts:
+            raise _fail("prompts.mutation", "needs es.evolve_prompts = true (new variants would never run)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``config.json``), readable by :func:`config_from_dict`."""
+        return {"format": CONFIG_FORMAT, **_plain(dataclasses.asdict(self))}
+
+
+# --------------------------------------------------------------------------------------------- parsing
+
+
+def config_from_dict(data: Mapping[str, Any]) -> TrainConfig:
+    """A :class:`TrainConfig` from its dict form (TOML tables or ``config.json``); raises ConfigError."""
+    data = dict(data)
+    fmt = data.pop("format", CONFIG_FORMAT)
+    if fmt != CONFIG_FORMAT:
+        raise ConfigError(f"format: expected {CONFIG_FORMAT!r}, got {fmt!r}")
+    return _build(TrainConfig, data, "")
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
+    """Read a TOML file and apply ``section.key=value`` overrides; raises ConfigError."""
+    file = Path(path)
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {file}") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{file}: cannot read TOML ({exc})") from None
+    return config_from_dict(apply_overrides(data, overrides))
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """A copy of ``data`` with each ``a.b.c=value`` set (value read as TOML, else as a plain string)."""
+    out = json.loads(json.dumps(data))
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise ConfigError(f"override {item!r}: expected section.key=value")
+        *parents, leaf = key.split(".")
+        node = out
+        for i, part in enumerate(parents):
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: {'.'.join(parents[:i + 1])} is not a table")
+        node[leaf] = parse_override_value(raw)
+    return out
+
+
+def parse_override_value(raw: str) -> Any:
+    """``8`` -> 8, ``true`` -> True, ``[1, 2]`` -> [1, 2], ``none``/``null`` -> None, else the string."""
+    text = raw.strip()
+    if text.lower() in ("none", "null"):
+        return None
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _build(cls: type, data: Any, path: str) -> Any:
+    if dataclasses.is_dataclass(data) and isinstance(data, cls):
+        return data
+    if not isinstance(data, Mapping):
+        raise _fail(path or "config", f"expected a table, got {_describe(data)}")
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        where = f"{path}." if path else ""
+        table = f" of [{path}]" if path else ""
+        raise ConfigError(f"unknown key {where}{unknown[0]} (known keys{table}: {', '.join(sorted(known))})")
+    kwargs = {name: _coerce(value, hints[name], f"{path}.{name}" if path else name)
+              for name, value in data.items()}
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise _fail(path or "config", str(exc)) from None
+
+
+def _coerce(value: Any, tp: Any, path: str) -> Any:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            if type(None) in args:
+                return None
+            raise _fail(path, f"expected {_type_name(tp)}, got None")
+        options = [a for a in args if a is not type(None)]
+        if len(options) == 1:  # X | None: X's own error says more
+            return _coerce(value, options[0], path)
+        for arg in options:
+            try:
+                return _coerce(value, arg, path)
+            except ConfigError:
+                continue
+        raise _fail(path, f"expected {_type_name(tp)}, got {_describe(value)}")
+    if origin is Literal:
+        if value in args and not isinstance(value, bool):
+            return value
+        raise _fail(path, f"expected one of {list(args)}, got {_describe(value)}")
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, path)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    elif origin is tuple:
+        if isinstance(value, list | tuple):
+            item = args[0] if args else Any
+            return tuple(_coerce(v, item, f"{path}[{i}]") for i, v in enumerate(value))
+    elif origin in (dict, Mapping):
+        if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+            return json.loads(json.dumps(dict(value)))
+    else:  # pragma: no cover - a field type this parser does not know is a programming error
+        raise TypeError(f"{path}: unsupported config type {tp!r}")
+    raise _fail(path, f"expected {_type_name(tp)}, got {_describe(value)}")
+
+
+def _type_name(tp: Any) -> str:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in args)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin is tuple:
+        return f"a list of {_type_name(args[0]) if args else 'values'}"
+    if origin in (dict, Mapping):
+        return "a table"
+    if tp is type(None):
+        return "None"
+    if dataclasses.is_dataclass(tp):
+        return "a table"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _describe(value: Any) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _plain(value: Any) -> Any:
+    """Tuples as lists, recursively (the JSON form)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value

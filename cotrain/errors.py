@@ -1,0 +1,21 @@
+"""The exceptions of :mod:`cotrain`: one base class, one subclass per kind of failure a user can act on."""
+
+from __future__ import annotations
+
+
+class CotrainError(Exception):
+    """Base class of every error raised by :mod:`cotrain` on purpose."""
+
+
+class ConfigError(CotrainError, ValueError):
+    """A configuration value is wrong: an unknown key, a wrong type, a value out of range (names the key path
+    and what was expected)."""
+
+
+class RunDirError(CotrainError):
+    """A run directory is missing, foreign, corrupt, or not in the state an operation needs (names the
+    file)."""
+
+
+class CheckpointError(CotrainError):
+    """A checkpoint needed to rebuild a run's state is missing or unreadable (names the file)."""

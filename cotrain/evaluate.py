@@ -1,0 +1,108 @@
+"""Success rate of a run's centre (or of an export) on a split, beside a baseline on the same tasks.
+
+The centre is the run's weights after its last completed generation (snapshot + replayed log) with the most
+probable prompt genome, at sigma 0. The baseline is the base model (generation 0 weights) with the named
+baseline genome of the pools (``eval.baseline``, by default ``no_skill``: the WebArena system prompt, no
+skills). Both run every task of the split (or its first ``n_tasks``) with the same env seed, and the report is
+written to ``eval_<split>.json`` in the run directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from cotrain.checkpoint import RunDir, RunState, atomic_write_json, read_json
+from cotrain.errors import ConfigError, RunDirError
+from cotrain.trainer import build_problem, ensure_ray, eval_task_ids
+
+TaskId = int | str
+
+
+def evaluate_run(run_dir: str | Path, *, split: str | None = None, n_tasks: int | None = None,
+                 export_dir: str | Path | None = None, baseline: bool = True, write: bool = True,
+                 ) -> dict[str, Any]:
+    """Evaluate the run's centre (or ``export_dir``, an ``esopt export`` output) and the baseline on a split
+    (default ``eval.split``; ``n_tasks`` default ``eval.n_tasks``, 0 for all). Unknown split: ConfigError."""
+    run = RunDir.open(run_dir)
+    cfg = run.config
+    split = split or cfg.eval.split
+    tasks = eval_task_ids(cfg.env, cfg.eval, split, n_tasks)
+    state = run.load_state()
+    ensure_ray(cfg.workers)
+    if export_dir is not None:
+        centre = _evaluate_export(run, state, Path(export_dir), tasks)
+    else:
+        ids = state.distribution.most_probable_prompt_ids()
+        centre = _score(run, state, tasks, ids)
+        centre.update(source="centre", generation=state.generation, genome=_genome_ids(state, ids))
+    report: dict[str, Any] = {"split": split, "tasks": list(tasks), "env_seed": cfg.eval.env_seed,
+                              "centre": centre}
+    if baseline:
+        from es_agent.errors import PromptPoolError
+
+        try:
+            genome = state.pools.baseline(cfg.eval.baseline)
+        except PromptPoolError as exc:
+            raise ConfigError(f"eval.baseline: {exc}") from None
+        base = dataclasses.replace(state, snapshot=None, snapshot_generation=0, pending=[])
+        scored = _score(run, base, tasks, genome.indices)
+        scored.update(source="base model", name=cfg.eval.baseline, genome=genome.ids)
+        report["baseline"] = scored
+    if write:
+        atomic_write_json(run.path / f"eval_{split}.json", report)
+    return report
+
+
+def format_report(report: Mapping[str, Any]) -> str:
+    """A few plain lines for the terminal."""
+    lines = [f"split {report['split']}: {len(report['tasks'])} task(s), env seed {report['env_seed']}"]
+    for key in ("centre", "baseline"):
+        if key in report:
+            r = report[key]
+            label = r.get("name", r.get("source", key))
+            lines.append(f"  {key:<8} ({label}): success {r['success_rate']:.3f}  "
+                         f"reward {r['reward_mean']:.3f}  genome {r.get('genome')}")
+    return "\n".join(lines)
+
+
+def _score(run: RunDir, state: RunState, tasks: Sequence[TaskId],
+           prompt_ids: Sequence[int]) -> dict[str, Any]:
+    problem = build_problem(run.config, state, tasks)
+    try:
+        rewards = problem.evaluate_centre(tasks, prompt_ids, env_seed=run.config.eval.env_seed)
+    finally:
+        problem.close()
+    return _summary(tasks, rewards)
+
+
+def _summary(tasks: Sequence[TaskId], rewards: Mapping[TaskId, float]) -> dict[str, Any]:
+    values = [float(rewards[t]) for t in tasks]
+    return {"success_rate": sum(v >= 1.0 for v in values) / len(values),
+            "reward_mean": sum(values) / len(values),
+            "rewards": {str(t): v for t, v in zip(tasks, values, strict=True)}}
+
+
+def _genome_ids(state: RunState, ids: Sequence[int]) -> dict[str, str]:
+    return {slot: state.pools.slots[slot][i].id for slot, i in zip(state.pools.slot_names, ids, strict=True)}
+
+
+def _evaluate_export(run: RunDir, state: RunState, export_dir: Path,
+                     tasks: Sequence[TaskId]) -> dict[str, Any]:
+    from es_agent.problem import AgentProblem
+
+    best = read_json(export_dir / "best_prompt.json", RunDirError)
+    pools = read_json(export_dir / "prompt_pools.json", RunDirError)
+    cfg = run.config
+    agent = dataclasses.replace(cfg.agent, model=str(export_dir)).spec(prompt_pools=pools)
+    problem = AgentProblem(agent, cfg.env.spec(), max_batch_tasks=len(tasks), task_ids=list(tasks),
+                           num_actors=cfg.workers.num_actors, seed=cfg.es.seed)
+    try:
+        rewards = problem.evaluate_centre(tasks, best["prompt_ids"], env_seed=cfg.eval.env_seed)
+    finally:
+        problem.close()
+    out = _summary(tasks, rewards)
+    out.update(source=f"export {export_dir}", generation=best.get("generation"), genome=best.get("genome"))
+    return out

@@ -1,0 +1,219 @@
+"""``CoEvolutionES``: the EvoTorch search algorithm of prompt-parameter co-evolution.
+
+One generation (``step()`` wraps ``_step()``, EvoTorch style):
+
+1. draw the generation's task batch from the training tasks (a generator seeded by ``(seed, generation)``);
+   every candidate runs the same tasks with the same env seed (common random numbers);
+2. sample candidate rows from the :class:`~cotrain.distribution.CoEvolutionDistribution` (seeded by its base
+   seed and generation) and evaluate them through the problem (``AgentProblem``: ``set_task_batch``, then
+   EvoTorch's ``evaluate`` of a ``SolutionBatch`` of the rows);
+3. shape the per-task rewards, update the distribution, and send the weight update (a ``(seed, coeff)`` list)
+   to the workers with ``problem.push_update``;
+4. let the optional :class:`~cotrain.prompt_evolution.PromptEvolver` grow or prune the pools (sent with
+   ``problem.set_prompt_pools``);
+5. every ``eval_every`` generations, evaluate the centre (sigma 0, most probable prompts) on held-out tasks;
+6. report the status keys of ``docs/CONTRACTS.md`` (EvoTorch loggers attached to ``log_hook`` receive them)
+   and keep :attr:`last_record`, the generation's entry of the run's update log.
+
+Status keys beyond the contract: ``best_genome`` (slot -> id of the most probable variant), ``task_batch``,
+``env_seed``, ``update_size`` (seeds in the weight update), ``pool_sizes``, ``pool_changes`` (count) and
+``seconds_prompt_evolution``; ``centre_eval`` also carries ``reward_mean`` and per-task ``rewards``.
+
+Ablations come from the distribution's config (``evolve_weights`` / ``evolve_prompts``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from evotorch import Problem
+from evotorch.algorithms.searchalgorithm import SearchAlgorithm
+
+from cotrain.distribution import CoEvolutionDistribution
+from cotrain.errors import ConfigError
+from cotrain.prompt_evolution import FailureReport, PromptEvolver
+from cotrain.shaping import ShapingConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    from es_agent.prompts import PromptPools
+
+TaskId = int | str
+_TASK_TAG = 0x7461736B  # "task": the task-batch stream, apart from the distribution's and the evolver's
+
+
+def draw_task_batch(train_tasks: Sequence[TaskId], k: int, seed: int, generation: int) -> tuple[TaskId, ...]:
+    """``k`` distinct tasks of ``train_tasks`` for ``generation`` (1-based), a pure function of the seeds."""
+    if not 1 <= k <= len(train_tasks):
+        raise ConfigError(f"env.tasks_per_generation: cannot draw {k} of {len(train_tasks)} training tasks")
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), int(generation), _TASK_TAG]))
+    picks = rng.choice(len(train_tasks), size=k, replace=False)
+    return tuple(train_tasks[int(i)] for i in picks)
+
+
+def prompt_state(distribution: CoEvolutionDistribution, pools: PromptPools,
+                 ) -> tuple[dict[str, list[float]], dict[str, str], dict[str, str]]:
+    """Per slot: the probabilities, the most probable variant's text, and its id."""
+    names = pools.slot_names
+    probs = {name: [float(x) for x in p.tolist()]
+             for name, p in zip(names, distribution.prompt_probs, strict=True)}
+    best = distribution.most_probable_prompt_ids()
+    texts = {name: pools.slots[name][i].text for name, i in zip(names, best, strict=True)}
+    ids = {name: pools.slots[name][i].id for name, i in zip(names, best, strict=True)}
+    return probs, texts, ids
+
+
+class CoEvolutionES(SearchAlgorithm):
+    """Co-evolution of weights and prompts on an ``AgentProblem`` (see the module docstring).
+
+    ``start_generation`` is the number of generations already done (a resumed run); the distribution must be
+    at that generation. ``eval_tasks`` (held-out task ids, labelled ``eval_split``) are evaluated every
+    ``eval_every`` generations (0: never).
+    """
+
+    def __init__(self, problem: Problem, distribution: CoEvolutionDistribution, *, popsize: int,
+                 train_tasks: Sequence[TaskId], tasks_per_generation: int, seed: int,
+                 shaping: ShapingConfig | None = None, prompt_evolver: PromptEvolver | None = None,
+                 eval_tasks: Sequence[TaskId] = (), eval_split: str = "held-out", eval_every: int = 0,
+                 eval_env_seed: int = 0, start_generation: int = 0) -> None:
+        SearchAlgorithm.__init__(self, problem)
+        if distribution.generation != start_generation:
+            raise ValueError(f"the distribution is at generation {distribution.generation}, the searcher "
+                             f"starts after {start_generation}")
+        if distribution.pool_sizes != tuple(problem.pools.sizes().values()):
+            raise ValueError(f"distribution pool sizes {distribution.pool_sizes} != problem pools "
+                             f"{tuple(problem.pools.sizes().values())}")
+        self._distribution = distribution
+        self.popsize = int(popsize)
+        self.train_tasks = tuple(train_tasks)
+        self.tasks_per_generation = int(tasks_per_generation)
+        draw_task_batch(self.train_tasks, self.tasks_per_generation, seed, 1)  # validates k
+        self.seed = int(seed)
+        self.shaping = shaping or ShapingConfig()
+        self.prompt_evolver = prompt_evolver
+        self.eval_tasks = tuple(eval_tasks)
+        self.eval_split = eval_split
+        self.eval_every = int(eval_every)
+        self.eval_env_seed = int(eval_env_seed)
+        self._steps_count = int(start_generation)
+        self.last_record: dict[str, Any] | None = None
+        """The update-log entry of the last generation (JSON-safe)."""
+
+    @property
+    def distribution(self) -> CoEvolutionDistribution:
+        """The current search distribution (replaced by a new object every generation)."""
+        return self._distribution
+
+    @property
+    def population_size(self) -> int:
+        """Candidates per generation."""
+        return self.popsize
+
+    def task_batch_for(self, generation: int) -> tuple[TaskId, ...]:
+        """The task batch of ``generation`` (1-based)."""
+        return draw_task_batch(self.train_tasks, self.tasks_per_generation, self.seed, generation)
+
+    # ------------------------------------------------------------------------------------------ a generation
+
+    def _step(self) -> None:
+        problem: Any = self._problem
+        gen = self._steps_count + 1
+        dist = self._distribution
+        tasks = self.task_batch_for(gen)
+        rows = dist.sample_rows(self.popsize)
+        problem.set_task_batch(tasks)
+        batch = problem.generate_batch(self.popsize, empty=True)
+        batch.set_values(rows)
+        problem.evaluate(batch)
+        rewards = problem.per_task_rewards(batch).to(torch.float64)
+        bytes_exchanged = int(problem.last_bytes_exchanged)
+        timings = dict(problem.last_timings)
+        workers = [dict(w) for w in problem.worker_status()]
+        agree = problem.checksums_agree
+
+        started = time.perf_counter()
+        new_dist, update = dist.update(rows, rewards, self.shaping)
+        problem.push_update(gen, update.seeds, update.coeffs)
+        seconds_update = time.perf_counter() - started
+
+        success = (rewards >= 1.0).to(torch.float64)
+        per_task = {t: float(success[:, j].mean()) for j, t in enumerate(tasks)}
+        env_seed = int(rows[0, 2])
+        started = time.perf_counter()
+        changes = []
+        if self.prompt_evolver is not None:
+            new_dist, pools, changes = self.prompt_evolver.step(
+                new_dist, problem.pools, FailureReport(gen, per_task, env_seed))
+            if changes:
+                problem.set_prompt_pools(pools, generation=gen)
+        seconds_prompts = time.perf_counter() - started
+        self._distribution = new_dist
+
+        status: dict[str, Any] = {}
+        if self.eval_every and self.eval_tasks and gen % self.eval_every == 0:
+            status["centre_eval"] = self.evaluate_centre()
+            bytes_exchanged += int(problem.last_bytes_exchanged)
+        else:
+            # EvoTorch keeps every key ever reported (later as None); the contract says "dict or absent".
+            self._LazyReporter__getters.pop("centre_eval", None)  # type: ignore[attr-defined]
+        probs, texts, ids = prompt_state(new_dist, problem.pools)
+        fitness = rewards.mean(dim=1)
+        n_rollouts = rewards.numel()
+        status.update({
+            "sigma": float(dist.sigma),
+            "reward_mean": float(fitness.mean()),
+            "reward_max": float(fitness.max()),
+            "reward_min": float(fitness.min()),
+            "success_rate": float(success.mean()),
+            "per_task_success": {str(t): v for t, v in per_task.items()},
+            "prompt_probs": probs,
+            "best_prompt": texts,
+            "best_genome": ids,
+            "seconds_rollout": float(timings.get("seconds_rollout", 0.0)),
+            "seconds_perturb": float(timings.get("seconds_perturb", 0.0)),
+            "seconds_update": float(timings.get("seconds_update", 0.0)) + seconds_update,
+            "seconds_prompt_evolution": seconds_prompts,
+            "bytes_exchanged": bytes_exchanged,
+            "workers": workers,
+            "checksums_agree": agree is not False,
+            "population_size": self.popsize,
+            "rollouts_done": n_rollouts,
+            "rollouts_total": n_rollouts,
+            "task_batch": list(tasks),
+            "env_seed": env_seed,
+            "update_size": len(update),
+            "pool_sizes": {name: len(v) for name, v in problem.pools.slots.items()},
+            "pool_changes": len(changes),
+        })
+        self.update_status(status)
+        self.last_record = {
+            "iter": gen,
+            "task_batch": list(tasks),
+            "env_seed": env_seed,
+            "sigma": float(dist.sigma),
+            "rows": rows.tolist(),
+            "rewards": rewards.tolist(),
+            "update": update.to_dict(),
+            "prompt_probs": probs,
+            "pool_changes": [c.to_dict() for c in changes],
+            "distribution": new_dist.to_dict(),
+        }
+
+    # ------------------------------------------------------------------------------------------ centre
+
+    def evaluate_centre(self, task_ids: Sequence[TaskId] | None = None,
+                        prompt_ids: Sequence[int] | None = None) -> dict[str, Any]:
+        """Success of the centre (sigma 0) with the most probable prompts (or ``prompt_ids``) on held-out
+        tasks: ``{"split", "success_rate", "n_tasks", "reward_mean", "rewards"}``."""
+        tasks = tuple(task_ids) if task_ids is not None else self.eval_tasks
+        if not tasks:
+            raise ConfigError("eval: no held-out tasks to evaluate the centre on")
+        ids = tuple(prompt_ids) if prompt_ids is not None else self._distribution.most_probable_prompt_ids()
+        rewards = self._problem.evaluate_centre(tasks, ids, env_seed=self.eval_env_seed)  # type: ignore[attr-defined]
+        values = [float(rewards[t]) for t in tasks]
+        return {"split": self.eval_split, "success_rate": sum(v >= 1.0 for v in values) / len(values),
+                "n_tasks": len(values), "reward_mean": sum(values) / len(values),
+                "rewards": {str(t): v for t, v in zip(tasks, values, strict=True)}}

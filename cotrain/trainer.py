@@ -1,0 +1,276 @@
+"""The short entry-script logic of a run: wire the problem, the searcher, the prompt evolver, the loggers and
+the run directory, then loop over generations.
+
+>>> from cotrain.config import load_config
+>>> result = train(load_config("configs/smoke.toml"), "runs/smoke")
+>>> result = resume("runs/smoke")          # continues from the last completed generation
+
+Ray: ``workers.num_workers >= 2`` initialises Ray (a local one, or ``workers.address``) and evaluates on that
+many actors; 0 or 1 evaluate in this process. With a remote cluster the run directory must be on a filesystem
+the first worker shares (it writes the weight snapshots).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cotrain.checkpoint import RunDir, load_pools
+from cotrain.config import EnvConfig, EvalConfig, TrainConfig, WorkersConfig
+from cotrain.errors import ConfigError
+from cotrain.prompt_evolution import ModelTextWriter, PromptEvolver, ReplicaTrajectories
+from cotrain.searcher import CoEvolutionES
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
+
+    from cotrain.checkpoint import RunState
+    from cotrain.ui import RichDashboardLogger
+    from es_agent.problem import AgentProblem
+
+TaskId = int | str
+
+
+@dataclass
+class TrainResult:
+    """What a training session left behind."""
+
+    run_dir: Path
+    """The run directory."""
+    generation: int
+    """Completed generations."""
+    finished: bool
+    """Whether the run reached its last generation."""
+    checksum: str | None
+    """Weight checksum of the centre when a snapshot of the last generation was written."""
+    status: dict[str, Any] | None
+    """The last generation's status (``None`` if no generation ran in this session)."""
+    seconds: float
+    """Wall time of the session."""
+
+
+# ------------------------------------------------------------------------------------------ tasks and Ray
+
+
+def discover_tasks(env: EnvConfig, split: str | None) -> tuple[TaskId, ...]:
+    """Task ids of ``split`` in the env (built once with ``split=``, read from its ``task_ids`` or
+    ``tasks[*].task_id``, closed); an unknown split or an env that cannot be built is a ConfigError."""
+    spec = env.spec(split=split)
+    try:
+        instance = spec.make()
+    except Exception as exc:  # any construction failure is reported as the configuration problem it is
+        raise ConfigError(f"env.split / eval.split: cannot build {env.env_id!r} with split={split!r}: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    try:
+        inner = instance.unwrapped
+        ids = getattr(inner, "task_ids", None)
+        if ids is None and getattr(inner, "tasks", None) is not None:
+            ids = [t.task_id for t in inner.tasks]
+    finally:
+        instance.close()
+    if ids is None:
+        raise ConfigError(f"env: {env.env_id!r} lists no tasks (no `task_ids` or `tasks` attribute); set "
+                          "env.train_tasks and eval.tasks explicitly")
+    if not ids:
+        raise ConfigError(f"split {split!r} of {env.env_id!r} has no tasks")
+    return tuple(ids)
+
+
+def train_task_ids(env: EnvConfig) -> tuple[TaskId, ...]:
+    """The training tasks: ``env.train_tasks`` or every task of ``env.split``."""
+    return tuple(env.train_tasks) if env.train_tasks is not None else discover_tasks(env, env.split)
+
+
+def eval_task_ids(env: EnvConfig, ev: EvalConfig, split: str | None = None,
+                  n_tasks: int | None = None) -> tuple[TaskId, ...]:
+    """Held-out tasks: ``eval.tasks`` (when no other split is asked for) or the first ``n_tasks`` (0: all) of
+    the split, by id."""
+    split = split or ev.split
+    if ev.tasks is not None and split == ev.split:
+        tasks: Sequence[TaskId] = ev.tasks
+    else:
+        tasks = sorted(discover_tasks(env, split), key=lambda t: (isinstance(t, str), t))
+    n = ev.n_tasks if n_tasks is None else n_tasks
+    return tuple(tasks[:n] if n else tasks)
+
+
+def ensure_ray(workers: WorkersConfig) -> None:
+    """Start (or connect to) Ray when the run uses actors; a no-op in process or when Ray is up."""
+    if workers.num_actors is None:
+        return
+    import ray
+
+    if ray.is_initialized():
+        return
+    if workers.address:
+        ray.init(address=workers.address, include_dashboard=False)
+    else:
+        ray.init(num_cpus=workers.num_cpus or workers.num_workers, include_dashboard=False)
+
+
+def build_problem(cfg: TrainConfig, state: RunState, task_ids: Sequence[TaskId]) -> AgentProblem:
+    """The ``AgentProblem`` of a run at ``state`` (snapshot as base, pending updates pushed)."""
+    from es_agent.problem import AgentProblem
+
+    agent = cfg.agent.spec(prompt_pools=state.pools.to_dict(),
+                           snapshot=str(state.snapshot) if state.snapshot is not None else None)
+    problem = AgentProblem(agent, cfg.env.spec(), max_batch_tasks=cfg.env.tasks_per_generation,
+                           task_ids=list(dict.fromkeys(task_ids)), num_actors=cfg.workers.num_actors,
+                           rows_per_piece=cfg.workers.rows_per_piece, seed=cfg.es.seed)
+    for generation, update in state.pending:
+        problem.push_update(generation, update.seeds, update.coeffs)
+    return problem
+
+
+def build_evolver(cfg: TrainConfig, problem: AgentProblem) -> tuple[PromptEvolver, ReplicaTrajectories]:
+    """The prompt evolver: reflection by ``prompts.mutation_model`` or the policy model at the centre."""
+    unknown = sorted(set(cfg.prompts.mutable_slots) - set(problem.pools.slot_names))
+    if unknown:
+        raise ConfigError(f"prompts.mutable_slots: no slot(s) {unknown} in the pools "
+                          f"(slots: {list(problem.pools.slot_names)})")
+    trajectories = ReplicaTrajectories(problem)
+    load: Callable[[], tuple[Any, Any]] = trajectories.model_and_tokenizer
+    if cfg.prompts.mutation_model:
+        load = _cached_model(cfg.prompts.mutation_model, cfg.agent.dtype)
+    writer = ModelTextWriter(load, cfg.prompts.max_new_tokens)
+    evolver = PromptEvolver(cfg.prompts, seed=cfg.es.seed, writer=writer, trajectories=trajectories)
+    return evolver, trajectories
+
+
+def _cached_model(spec: str, dtype: str) -> Callable[[], tuple[Any, Any]]:
+    cache: list[tuple[Any, Any]] = []
+
+    def load() -> tuple[Any, Any]:
+        if not cache:
+            from es_agent.specs import AgentSpec
+            from es_agent.worker import load_agent_model
+
+            cache.append(load_agent_model(AgentSpec(model=spec, dtype=dtype, torch_threads=None)))
+        return cache[0]
+
+    return load
+
+
+def make_logger(cfg: TrainConfig, searcher: CoEvolutionES | None, console: Console | None = None,
+                ) -> RichDashboardLogger:
+    """The dashboard (``ui.mode``: auto, on, off) attached to ``searcher``'s ``log_hook``."""
+    from cotrain.ui import RichDashboardLogger
+
+    force = {"auto": None, "on": True, "off": False}[cfg.ui.mode]
+    return RichDashboardLogger(searcher, run_name=cfg.name, total_generations=cfg.es.generations,
+                               console=console, force_terminal=None if console is not None else force)
+
+
+# ------------------------------------------------------------------------------------------ runs
+
+
+def train(cfg: TrainConfig, run_dir: str | Path, *, console: Console | None = None,
+          stop_after: int | None = None) -> TrainResult:
+    """Start a new run in ``run_dir`` (absent or empty). ``stop_after`` stops after that many generations
+    without the final snapshot, as if the process had been killed (for tests and resume drills)."""
+    pools = load_pools(cfg.prompts.pools)
+    run = RunDir.create(run_dir, cfg, pools)
+    return run_generations(run, console=console, stop_after=stop_after)
+
+
+def resume(run_dir: str | Path, *, console: Console | None = None,
+           stop_after: int | None = None) -> TrainResult:
+    """Continue a run from its last completed generation (last snapshot + replay of the log after it)."""
+    run = RunDir.open(run_dir)
+    run.reopen_for_resume()
+    return run_generations(run, console=console, stop_after=stop_after)
+
+
+def run_generations(run: RunDir, *, console: Console | None = None,
+                    stop_after: int | None = None) -> TrainResult:
+    """Run the remaining generations of ``run``, committing each one to its directory."""
+    started = time.perf_counter()
+    cfg = run.config
+    total = cfg.es.generations
+    if run.generation >= total and run.finished:
+        return TrainResult(run.path, run.generation, True, _final_checksum(run), None, 0.0)
+    state = run.load_state()
+    train_tasks = train_task_ids(cfg.env)
+    eval_tasks = eval_task_ids(cfg.env, cfg.eval) if cfg.eval.every else ()
+    ensure_ray(cfg.workers)
+    problem = build_problem(cfg, state, [*train_tasks, *eval_tasks])
+    evolver, trajectories = build_evolver(cfg, problem) if cfg.prompts.mutation else (None, None)
+    searcher = CoEvolutionES(
+        problem, state.distribution, popsize=cfg.es.population, train_tasks=train_tasks,
+        tasks_per_generation=cfg.env.tasks_per_generation, seed=cfg.es.seed, shaping=cfg.es.shaping,
+        prompt_evolver=evolver, eval_tasks=eval_tasks, eval_split=cfg.eval.split, eval_every=cfg.eval.every,
+        eval_env_seed=cfg.eval.env_seed, start_generation=state.generation)
+    logger = make_logger(cfg, searcher, console)
+    rollouts = cfg.es.population * cfg.env.tasks_per_generation
+    searcher.before_step_hook.append(lambda: logger.on_generation_start(searcher.step_count + 1, rollouts))
+    problem.on_progress = _progress_bridge(logger)
+    status: dict[str, Any] | None = None
+    ran = 0
+    try:
+        logger.start()
+        while searcher.step_count < total and (stop_after is None or ran < stop_after):
+            searcher.step()
+            ran += 1
+            gen = searcher.step_count
+            status = dict(searcher.status)
+            assert searcher.last_record is not None
+            run.commit(searcher.last_record, status, searcher.distribution, problem.pools,
+                       log_end=problem.log_end)
+            every = cfg.checkpoint.snapshot_every
+            if gen == total or (every and gen % every == 0):
+                snapshot(run, problem, gen)
+        if searcher.step_count >= total:
+            if not run.has_snapshot(total):  # a session killed between its last commit and snapshot
+                snapshot(run, problem, total)
+            run.mark_finished()
+    finally:
+        logger.close()
+        if trajectories is not None:
+            trajectories.close()
+        problem.close()
+        if cfg.ui.plot and run.metrics():
+            from cotrain.ui import plot_learning_curve
+
+            plot_learning_curve(run.path / "metrics.jsonl", run.path / "learning_curve.png", title=cfg.name)
+    return TrainResult(run.path, run.generation, run.finished, _final_checksum(run), status,
+                       time.perf_counter() - started)
+
+
+def snapshot(run: RunDir, problem: AgentProblem, generation: int) -> Path:
+    """Save the centre after ``generation`` into the run directory; with a local Ray or in process, rebase the
+    problem on it, so workers built later load it instead of replaying the whole log."""
+    def save(file: Path) -> str:
+        return problem.save_centre(str(file))
+
+    folder = run.write_snapshot(generation, save, run.config.agent.model)
+    if not run.config.workers.address:
+        problem.rebase(str(folder / "model.safetensors"))
+    return folder
+
+
+def _final_checksum(run: RunDir) -> str | None:
+    final = run.manifest.get("checksum")
+    if isinstance(final, dict) and final.get("generation") == run.generation:
+        return final.get("value")
+    return None
+
+
+def _progress_bridge(logger: RichDashboardLogger) -> Callable[[dict[str, Any]], None]:
+    """``AgentProblem.on_progress`` -> dashboard rollout events (one rollout = one candidate on one task;
+    centre evaluations, which carry no candidate rows, are not counted)."""
+
+    def on_progress(event: dict[str, Any]) -> None:
+        rows = event.get("rows") or []
+        if not rows:
+            return
+        worker = event.get("worker", 0)
+        if event.get("event") == "started":
+            logger.on_rollout_started(worker)
+        elif event.get("event") == "done":
+            for _ in range(len(rows) * max(1, len(event.get("tasks") or []))):
+                logger.on_rollout_done(worker)
+
+    return on_progress

@@ -1,0 +1,64 @@
+"""Fixtures of the cotrain tests: a toy text web env (``toy_web_env``, importable by subprocesses and Ray
+workers through ``PYTHONPATH``) and small run configurations on it with the tiny random Qwen."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import toy_web_env  # noqa: E402  (registers CotrainToyWeb-v0)
+from toy_web_env import toy_config_dict  # noqa: E402
+
+from cotrain.config import TrainConfig, config_from_dict  # noqa: E402
+
+
+@pytest.fixture
+def toy_config() -> Callable[..., TrainConfig]:
+    """``toy_config(es={"generations": 3}, ...)`` -> a TrainConfig on the toy env."""
+
+    def make(**sections: dict[str, Any]) -> TrainConfig:
+        return config_from_dict(toy_config_dict(**sections))
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def subprocess_env() -> dict[str, str]:
+    """Environment for subprocesses that must import ``toy_web_env`` and the repository's packages."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), str(REPO), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+@pytest.fixture(scope="session")
+def toy_overrides() -> list[str]:
+    """``--set`` overrides that point a config at the toy env with the tiny model."""
+    return [f"env.env_id={toy_web_env.ENV_ID}", "env.module=toy_web_env", "env.infra_errors=[]",
+            "env.train_tasks=none", "env.max_steps=2", "agent.model=tiny:0",
+            "agent.policy={max_prompt_tokens = 512}", "ui.mode=off"]
+
+
+@pytest.fixture(scope="session")
+def pools() -> Any:
+    """The package's default prompt pools."""
+    from es_agent.prompts import PromptPools
+
+    return PromptPools.load()
+
+
+@pytest.fixture(scope="session")
+def tiny() -> tuple[Any, Any]:
+    """A tiny Qwen2 model and its tokenizer (shared: tests must not change its weights)."""
+    from es_agent.tiny import tiny_qwen
+
+    return tiny_qwen(seed=0)

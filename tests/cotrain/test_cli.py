@@ -1,0 +1,141 @@
+"""The ``esopt`` CLI: train / eval / export / resume in process and as a subprocess (the smoke config pointed
+at the toy env with ``--set``), exit codes and one-line errors, a SIGKILL drill, and the smoke config as
+shipped on the embedded sites (browser)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cotrain.checkpoint import RunDir
+from cotrain.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE = str(REPO / "configs" / "smoke.toml")
+ESOPT = [sys.executable, "-m", "cotrain.cli"]
+
+
+def test_cli_train_eval_export_resume_in_process(tmp_path: Path, toy_overrides: list[str],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = tmp_path / "run"
+    sets = [arg for item in toy_overrides for arg in ("--set", item)]
+    args = ["train", "--config", SMOKE, "--run-dir", str(run_dir), *sets, "--set", "es.generations=1"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "gen 1/1" in out and "run finished after 1 generation(s)" in out
+    assert RunDir.open(run_dir).finished and (run_dir / "learning_curve.png").is_file()
+
+    assert main(["eval", "--run-dir", str(run_dir), "--split", "test", "--n-tasks", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["split"] == "test" and "centre" in report and "baseline" in report
+
+    assert main(["export", "--run-dir", str(run_dir), "--out", str(tmp_path / "export")]) == 0
+    assert (tmp_path / "export" / "model.safetensors").is_file()
+    assert "exported to" in capsys.readouterr().out
+
+    assert main(["eval", "--run-dir", str(run_dir), "--split", "test", "--n-tasks", "1",
+                 "--export", str(tmp_path / "export"), "--no-baseline"]) == 0
+    assert "centre" in capsys.readouterr().out
+
+    assert main(["resume", "--run-dir", str(run_dir)]) == 0  # already finished: nothing to do
+    assert "run finished after 1 generation(s)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["train", "--config", SMOKE, "--run-dir", "{tmp}/x", "--set", "es.popsize=4"], "unknown key es.popsize"),
+    (["train", "--config", SMOKE, "--run-dir", "{tmp}/x", "--set", "es.population=odd"],
+     "es.population: expected int"),
+    (["train", "--config", "{tmp}/absent.toml", "--run-dir", "{tmp}/x"], "config file not found"),
+    (["resume", "--run-dir", "{tmp}/nothing"], "no run directory"),
+    (["eval", "--run-dir", "{tmp}"], "run.json is missing"),
+    (["export", "--run-dir", "{tmp}/nothing", "--out", "{tmp}/e"], "no run directory"),
+])
+def test_cli_errors_are_one_line_and_exit_2(tmp_path: Path, argv: list[str], message: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([a.replace("{tmp}", str(tmp_path)) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_cli_eval_unknown_split_is_a_clear_error(tmp_path: Path, toy_overrides: list[str],
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = tmp_path / "run"
+    sets = [arg for item in toy_overrides for arg in ("--set", item)]
+    assert main(["train", "--config", SMOKE, "--run-dir", str(run_dir), *sets, "--set", "es.generations=1",
+                 "--set", "prompts.mutation=false"]) == 0
+    capsys.readouterr()
+    assert main(["eval", "--run-dir", str(run_dir), "--split", "validation"]) == 2
+    err = capsys.readouterr().err
+    assert "split='validation'" in err and "unknown split" in err
+
+
+def _esopt(args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ESOPT, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_esopt_subcommands_as_subprocesses(tmp_path: Path, toy_overrides: list[str],
+                                           subprocess_env: dict[str, str]) -> None:
+    run_dir = tmp_path / "run"
+    sets = [arg for item in toy_overrides for arg in ("--set", item)]
+    done = _esopt(["train", "--config", SMOKE, "--run-dir", str(run_dir), *sets], subprocess_env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "gen 2/2" in done.stdout and "run finished after 2 generation(s)" in done.stdout
+    done = _esopt(["eval", "--run-dir", str(run_dir), "--split", "test", "--n-tasks", "1"], subprocess_env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "centre" in done.stdout and "baseline" in done.stdout
+    done = _esopt(["export", "--run-dir", str(run_dir), "--out", str(tmp_path / "export")], subprocess_env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "export" / "config.json").is_file()
+    done = _esopt(["eval", "--run-dir", str(run_dir), "--split", "nope"], subprocess_env)
+    assert done.returncode == 2 and "nope" in done.stderr
+
+
+@pytest.mark.slow
+def test_sigkill_mid_run_leaves_a_resumable_directory(tmp_path: Path, toy_overrides: list[str],
+                                                      subprocess_env: dict[str, str]) -> None:
+    run_dir = tmp_path / "run"
+    sets = [arg for item in toy_overrides for arg in ("--set", item)]
+    proc = subprocess.Popen([*ESOPT, "train", "--config", SMOKE, "--run-dir", str(run_dir), *sets,
+                             "--set", "es.generations=8", "--set", "checkpoint.snapshot_every=2"],
+                            cwd=REPO, env=subprocess_env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None:
+            manifest = run_dir / "run.json"
+            if manifest.exists() and json.loads(manifest.read_text()).get("generation", 0) >= 2:
+                break
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)  # somewhere inside generation 3 or its writes
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run = RunDir.open(run_dir)
+    assert 2 <= run.generation < 8
+    run.load_state()
+    done = _esopt(["resume", "--run-dir", str(run_dir)], subprocess_env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    final = RunDir.open(run_dir)
+    assert final.finished and [r["iter"] for r in final.records()] == list(range(1, 9))
+    assert not [p for p in run_dir.rglob("*.tmp")]
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_smoke_config_as_shipped_on_the_embedded_sites(tmp_path: Path, chromium_path: str) -> None:
+    env = {**os.environ, "WEBARENA_CHROMIUM": chromium_path}
+    started = time.monotonic()
+    done = _esopt(["train", "--config", SMOKE, "--run-dir", str(tmp_path / "smoke"), "--ui", "off"], env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = RunDir.open(tmp_path / "smoke")
+    assert run.finished and run.generation == 2 and (tmp_path / "smoke" / "learning_curve.png").is_file()
+    assert time.monotonic() - started < 600

@@ -1,0 +1,109 @@
+"""Run configuration: TOML + overrides, errors naming the key path and the expected type, JSON round trip."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cotrain.config import (
+    TrainConfig,
+    apply_overrides,
+    config_from_dict,
+    load_config,
+    parse_override_value,
+)
+from cotrain.errors import ConfigError
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+@pytest.mark.parametrize("name", ["smoke.toml", "demo.toml"])
+def test_shipped_configs_parse_and_round_trip_through_json(name: str) -> None:
+    cfg = load_config(CONFIGS / name)
+    again = config_from_dict(json.loads(json.dumps(cfg.to_dict())))
+    assert again == cfg
+    assert cfg.to_dict()["format"] == "esopt-config/1"
+
+
+def test_smoke_config_is_the_tiny_in_process_run() -> None:
+    cfg = load_config(CONFIGS / "smoke.toml")
+    got = (cfg.agent.model, cfg.es.population, cfg.es.generations, cfg.workers.num_actors)
+    assert got == ("tiny:0", 4, 2, None)
+    assert cfg.env.train_tasks is not None and len(cfg.env.train_tasks) == 2
+
+
+def test_defaults_and_derived_specs() -> None:
+    cfg = TrainConfig()
+    assert cfg.es.distribution_config().total_generations == cfg.es.generations
+    assert cfg.agent.spec().model == "embedded"
+    assert cfg.env.spec().kwargs == {"split": "all"}
+    assert cfg.env.spec(split="test").kwargs == {"split": "test"}
+    assert cfg.workers.num_actors is None
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"es": {"popsize": 4}}, r"unknown key es\.popsize"),
+    ({"bogus": 1}, r"unknown key bogus"),
+    ({"es": {"shaping": {"rank": True}}}, r"unknown key es\.shaping\.rank"),
+    ({"es": {"population": "8"}}, r"es\.population: expected int, got '8' \(str\)"),
+    ({"es": {"population": 4.0}}, r"es\.population: expected int"),
+    ({"es": {"sigma_0": "big"}}, r"es\.sigma_0: expected float"),
+    ({"es": {"antithetic": 1}}, r"es\.antithetic: expected bool"),
+    ({"es": {"shaping": {"method": "ranks"}}}, r"es\.shaping\.method: expected one of"),
+    ({"env": {"train_tasks": [1, 2.5]}}, r"env\.train_tasks\[1\]: expected int or str"),
+    ({"env": {"kwargs": [1]}}, r"env\.kwargs: expected a table"),
+    ({"ui": {"mode": "maybe"}}, r"ui\.mode: expected one of"),
+    ({"workers": "many"}, r"workers: expected a table"),
+    ({"agent": {"params": "model.*"}}, r"agent\.params: expected a list of str"),
+])
+def test_unknown_keys_and_wrong_types_name_the_key(data: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(data)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"es": {"population": 3}}, r"es\.population: must be even"),
+    ({"es": {"sigma_0": 1e-4, "sigma_min": 1e-3}}, r"^es: "),
+    ({"env": {"tasks_per_generation": 0}}, r"env\.tasks_per_generation"),
+    ({"env": {"train_tasks": [1], "tasks_per_generation": 2}}, r"env\.train_tasks"),
+    ({"env": {"kwargs": {"split": "train"}}}, r"env\.kwargs\.split"),
+    ({"agent": {"dtype": "float8"}}, r"agent\.dtype"),
+    ({"agent": {"policy": {"temperature": 0.7}}}, r"agent: .*unknown PolicyConfig field"),
+    ({"prompts": {"mutable_slots": ["action_format"]}}, r"prompts\.mutable_slots"),
+    ({"prompts": {"mutation": True}, "es": {"evolve_prompts": False}}, r"prompts\.mutation"),
+    ({"prompts": {"new_variant_mass": 1.5}}, r"prompts\.new_variant_mass"),
+    ({"format": "other/9"}, r"format"),
+])
+def test_bad_values_name_the_key(data: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(data)
+
+
+def test_overrides_are_typed_toml_values_with_string_fallback(tmp_path: Path) -> None:
+    file = tmp_path / "run.toml"
+    file.write_text('name = "x"\n[es]\npopulation = 4\n', encoding="utf-8")
+    cfg = load_config(file, ["es.population=8", "agent.model=tiny:3", "es.shaping.method=zscore",
+                             "env.train_tasks=[1, 2, 3]", "env.tasks_per_generation=2",
+                             "workers.address=none", "prompts.mutation=true",
+                             "agent.policy={max_prompt_tokens = 256}"])
+    assert cfg.es.population == 8 and cfg.agent.model == "tiny:3" and cfg.es.shaping.method == "zscore"
+    assert cfg.env.train_tasks == (1, 2, 3) and cfg.workers.address is None and cfg.prompts.mutation
+    assert cfg.agent.policy == {"max_prompt_tokens": 256}
+    assert parse_override_value("0.5") == 0.5 and parse_override_value("null") is None
+    with pytest.raises(ConfigError, match=r"unknown key es\.pop"):
+        load_config(file, ["es.pop=8"])
+    with pytest.raises(ConfigError, match="expected section.key=value"):
+        apply_overrides({}, ["es.population"])
+    with pytest.raises(ConfigError, match="name is not a table"):
+        apply_overrides({"name": "x"}, ["name.first=1"])
+
+
+def test_unreadable_or_missing_toml_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "absent.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[es\npopulation = 4", encoding="utf-8")
+    with pytest.raises(ConfigError, match="cannot read TOML"):
+        load_config(bad)

@@ -1,0 +1,206 @@
+"""CoEvolutionES: every status key of docs/CONTRACTS.md, task batches, ablation switches, EvoTorch loggers;
+on a fake problem (pure unit isolation) and on a real AgentProblem (tiny Qwen, toy text env)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+import torch
+from evotorch import Problem, SolutionBatch
+from evotorch.logging import PandasLogger
+
+from cotrain.distribution import CoEvolutionConfig, CoEvolutionDistribution
+from cotrain.errors import ConfigError
+from cotrain.searcher import CoEvolutionES, draw_task_batch
+from cotrain.ui import RichDashboardLogger
+from es_agent.prompts import PromptPools
+
+CONTRACT_KEYS: dict[str, type | tuple[type, ...]] = {
+    "iter": int, "sigma": float, "reward_mean": float, "reward_max": float, "reward_min": float,
+    "success_rate": float, "per_task_success": dict, "prompt_probs": dict, "best_prompt": dict,
+    "seconds_rollout": float, "seconds_perturb": float, "seconds_update": float, "bytes_exchanged": int,
+    "workers": list, "checksums_agree": bool, "population_size": int, "rollouts_done": int,
+    "rollouts_total": int,
+}
+WORKER_KEYS = {"id", "alive", "in_flight", "done", "checksum", "restarts"}
+
+
+class FakeAgentProblem(Problem):
+    """AgentProblem's driver interface without models or envs: a candidate solves task ``t`` when its sigma is
+    positive and ``(skills id + t) % 2 == 0``."""
+
+    def __init__(self, pools: PromptPools, max_batch_tasks: int = 4) -> None:
+        super().__init__("max", solution_length=3 + len(pools.slots), dtype=torch.float64,
+                         eval_dtype=torch.float32, eval_data_length=max_batch_tasks)
+        self.pools = pools
+        self.task_batch: tuple[Any, ...] = ()
+        self.updates: list[tuple[int, tuple[int, ...], tuple[float, ...]]] = []
+        self.pool_records = 0
+        self.last_bytes_exchanged = 123
+        self.last_timings = {"seconds_rollout": 1.0, "seconds_perturb": 0.5, "seconds_update": 0.25}
+        self.checksums_agree: bool | None = True
+        self.centre_calls: list[tuple[tuple[Any, ...], tuple[int, ...]]] = []
+
+    def set_task_batch(self, tasks: Sequence[Any]) -> None:
+        self.task_batch = tuple(tasks)
+
+    def _rewards(self, values: torch.Tensor, tasks: Sequence[Any]) -> torch.Tensor:
+        skills = self.pools.slot_names.index("skills")
+        out = torch.zeros(len(values), len(tasks), dtype=torch.float32)
+        for i, row in enumerate(values.tolist()):
+            for j, t in enumerate(tasks):
+                out[i, j] = float(row[1] >= 0 and (int(row[3 + skills]) + int(t)) % 2 == 0)
+        return out
+
+    def _evaluate_batch(self, batch: SolutionBatch) -> None:
+        rewards = self._rewards(batch.values.as_subclass(torch.Tensor), self.task_batch)
+        evals = torch.full((len(batch), 1 + self.eval_data_length), float("nan"))
+        evals[:, 0] = rewards.mean(dim=1)
+        evals[:, 1:1 + rewards.shape[1]] = rewards
+        batch.set_evals(evals)
+
+    def per_task_rewards(self, batch: SolutionBatch) -> torch.Tensor:
+        return batch.evals[:, 1:1 + len(self.task_batch)].clone()
+
+    def push_update(self, generation: int, seeds: Sequence[int], coeffs: Sequence[float]) -> None:
+        self.updates.append((generation, tuple(seeds), tuple(coeffs)))
+
+    def set_prompt_pools(self, pools: PromptPools, *, generation: int | None = None) -> None:
+        self.pools = pools
+        self.pool_records += 1
+
+    def evaluate_centre(self, tasks: Sequence[Any], prompt_ids: Sequence[int], *, env_seed: int = 0,
+                        ) -> dict[Any, float]:
+        self.centre_calls.append((tuple(tasks), tuple(prompt_ids)))
+        row = torch.tensor([[0.0, 0.0, float(env_seed), *map(float, prompt_ids)]], dtype=torch.float64)
+        return dict(zip(tasks, self._rewards(row, tasks)[0].tolist(), strict=True))
+
+    def worker_status(self) -> list[dict[str, Any]]:
+        return [{"id": 0, "alive": True, "in_flight": 0, "done": 4, "checksum": "abc", "restarts": 0}]
+
+
+def make_searcher(pools: PromptPools, *, eval_every: int = 0, **config: Any) -> tuple[CoEvolutionES, Any]:
+    problem = FakeAgentProblem(pools)
+    dist = CoEvolutionDistribution.create(list(pools.sizes().values()), base_seed=7,
+                                          config=CoEvolutionConfig(**{"total_generations": 5, **config}))
+    searcher = CoEvolutionES(problem, dist, popsize=6, train_tasks=[0, 1, 2, 3, 4], tasks_per_generation=3,
+                             seed=11, eval_tasks=[10, 11], eval_split="test", eval_every=eval_every)
+    return searcher, problem
+
+
+def check_contract(status: dict[str, Any], pools: PromptPools) -> None:
+    for key, kind in CONTRACT_KEYS.items():
+        assert key in status, key
+        assert isinstance(status[key], kind), (key, status[key])
+    assert set(status["prompt_probs"]) == set(pools.slot_names) == set(status["best_prompt"])
+    for slot, probs in status["prompt_probs"].items():
+        assert len(probs) == pools.sizes()[slot] and sum(probs) == pytest.approx(1.0)
+    assert all(set(w) >= WORKER_KEYS for w in status["workers"])
+    assert all(0.0 <= v <= 1.0 for v in status["per_task_success"].values())
+    assert status["reward_min"] <= status["reward_mean"] <= status["reward_max"]
+    assert status["rollouts_done"] == status["rollouts_total"] == status["population_size"] * len(
+        status["per_task_success"])
+
+
+def test_every_status_key_each_generation_and_centre_eval_on_schedule(pools: PromptPools) -> None:
+    searcher, problem = make_searcher(pools, eval_every=2)
+    seen: list[dict[str, Any]] = []
+    searcher.log_hook.append(seen.append)
+    searcher.run(3)
+    assert [s["iter"] for s in seen] == [1, 2, 3]
+    for status in seen:
+        check_contract(status, pools)
+    assert "centre_eval" not in seen[0] and "centre_eval" not in seen[2]
+    centre = seen[1]["centre_eval"]
+    assert centre["split"] == "test" and centre["n_tasks"] == 2 and 0.0 <= centre["success_rate"] <= 1.0
+    assert [t for t, _ in problem.centre_calls] == [(10, 11)]
+    assert seen[0]["sigma"] > seen[2]["sigma"]  # cosine schedule
+    assert searcher.distribution.generation == 3
+    record = searcher.last_record
+    assert record is not None and record["iter"] == 3 and len(record["rows"]) == 6
+    assert record["task_batch"] == list(searcher.task_batch_for(3)) == seen[2]["task_batch"]
+    assert record["distribution"] == searcher.distribution.to_dict()
+
+
+def test_task_batches_are_seeded_distinct_and_from_the_training_tasks() -> None:
+    batches = [draw_task_batch([5, 6, 7, 8], 2, seed=1, generation=g) for g in range(1, 6)]
+    assert batches == [draw_task_batch([5, 6, 7, 8], 2, seed=1, generation=g) for g in range(1, 6)]
+    assert all(len(set(b)) == 2 and set(b) <= {5, 6, 7, 8} for b in batches)
+    assert len(set(batches)) > 1
+    with pytest.raises(ConfigError, match="tasks_per_generation"):
+        draw_task_batch([1], 2, seed=0, generation=1)
+
+
+def test_updates_reach_the_problem_and_signal_moves_the_prompts(pools: PromptPools) -> None:
+    searcher, problem = make_searcher(pools)
+    before = searcher.distribution.prompt_probs
+    searcher.run(2)
+    assert [g for g, _, _ in problem.updates] == [1, 2]
+    assert any(seeds for _, seeds, _ in problem.updates)
+    assert any(not torch.equal(a, b) for a, b in zip(before, searcher.distribution.prompt_probs, strict=True))
+
+
+def test_ablation_weights_only_keeps_prompts_fixed(pools: PromptPools) -> None:
+    searcher, problem = make_searcher(pools, evolve_prompts=False)
+    before = searcher.distribution.prompt_probs
+    searcher.run(2)
+    after = searcher.distribution.prompt_probs
+    assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    assert any(seeds for _, seeds, _ in problem.updates)
+
+
+def test_ablation_prompts_only_sends_no_weight_update(pools: PromptPools) -> None:
+    searcher, problem = make_searcher(pools, evolve_weights=False)
+    seen: list[dict[str, Any]] = []
+    searcher.log_hook.append(seen.append)
+    searcher.run(2)
+    assert all(seeds == () for _, seeds, _ in problem.updates)
+    assert all(s["sigma"] == 0.0 and s["update_size"] == 0 for s in seen)
+
+
+def test_resumed_searcher_continues_the_generation_count(pools: PromptPools) -> None:
+    searcher, problem = make_searcher(pools)
+    searcher.run(2)
+    resumed = CoEvolutionES(problem, searcher.distribution, popsize=6, train_tasks=[0, 1, 2, 3, 4],
+                            tasks_per_generation=3, seed=11, start_generation=2)
+    resumed.step()
+    assert resumed.status["iter"] == 3 and resumed.distribution.generation == 3
+    with pytest.raises(ValueError, match="generation"):
+        CoEvolutionES(problem, searcher.distribution, popsize=6, train_tasks=[0, 1, 2],
+                      tasks_per_generation=1, seed=0, start_generation=0)
+
+
+def test_evotorch_and_dashboard_loggers_attach_to_the_log_hook(pools: PromptPools) -> None:
+    searcher, _ = make_searcher(pools)
+    pandas = PandasLogger(searcher)
+    dashboard = RichDashboardLogger(searcher, force_terminal=False, total_generations=2)
+    searcher.run(2)
+    frame = pandas.to_dataframe()
+    assert list(frame["reward_mean"].index) == [1, 2]
+    assert dashboard.state.generations_done == 2
+    assert dashboard.state.prompt_probs.keys() == set(pools.slot_names)
+
+
+def test_on_a_real_agent_problem_every_key_is_filled(toy_config: Any) -> None:
+    from cotrain.checkpoint import RunState, initial_distribution, load_pools
+    from cotrain.trainer import build_problem
+
+    cfg = toy_config(eval={"every": 1, "n_tasks": 1})
+    pools = load_pools(None)
+    dist = initial_distribution(cfg, pools)
+    state = RunState(0, dist, pools, None, 0, [], None)
+    problem = build_problem(cfg, state, [0, 1, 2, 3, 4])
+    try:
+        searcher = CoEvolutionES(problem, dist, popsize=4, train_tasks=[0, 1, 2, 3], tasks_per_generation=2,
+                                 seed=0, eval_tasks=[4], eval_split="test", eval_every=1)
+        seen: list[dict[str, Any]] = []
+        searcher.log_hook.append(seen.append)
+        searcher.step()
+        status = seen[0]
+        check_contract(status, pools)
+        assert status["checksums_agree"] is True and status["workers"][0]["checksum"]
+        assert status["seconds_rollout"] > 0 and status["centre_eval"]["n_tasks"] == 1
+    finally:
+        problem.close()
