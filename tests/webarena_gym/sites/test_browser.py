@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from webarena_gym.sites import EmbeddedSites
 from webarena_gym.sites.data import SiteData, post_path
@@ -91,7 +92,7 @@ def test_shop_login_add_to_cart_and_checkout(page: Any, sites: EmbeddedSites) ->
     page.get_by_label("Password").fill("Password.123")
     page.get_by_role("button", name="Sign In").click()
     page.wait_for_url(base + "/customer/account/")
-    assert "Welcome, Emma Lopez!" in page.content()
+    expect(page.locator("body")).to_contain_text("Welcome, Emma Lopez!")
     page.get_by_role("link", name="Video Games").first.click()
     page.get_by_role("button", name=re.compile(r"^Add .* to Cart$")).first.click()
     assert "You added" in page.get_by_role("status").inner_text()
@@ -99,9 +100,10 @@ def test_shop_login_add_to_cart_and_checkout(page: Any, sites: EmbeddedSites) ->
     page.get_by_role("link", name="Proceed to Checkout").click()
     page.get_by_label("City").fill("Pittsburgh")
     page.get_by_role("button", name="Place Order").click()
-    assert page.get_by_role("heading", name="Thank you for your purchase!").is_visible()
+    expect(page.get_by_role("heading", name="Thank you for your purchase!")).to_be_visible()
     page.get_by_role("link", name=re.compile(r"^0000")).click()
-    assert "Pittsburgh" in page.content() and "Pending" in page.content()
+    expect(page.locator("body")).to_contain_text("Pittsburgh")
+    expect(page.locator("body")).to_contain_text("Pending")
 
 
 def test_admin_changes_an_order_status(page: Any, sites: EmbeddedSites, sites_cache: Path) -> None:
@@ -120,7 +122,7 @@ def test_admin_changes_an_order_status(page: Any, sites: EmbeddedSites, sites_ca
     page.get_by_label("Comment").fill("Packed and ready.")
     page.get_by_role("button", name="Submit Comment").click()
     assert "You saved the order status and comment." in page.get_by_role("status").inner_text()
-    assert "Packed and ready." in page.content()
+    expect(page.locator("body")).to_contain_text("Packed and ready.")
 
 
 def test_forum_post_comment_and_vote(page: Any, sites: EmbeddedSites) -> None:
@@ -134,7 +136,7 @@ def test_forum_post_comment_and_vote(page: Any, sites: EmbeddedSites) -> None:
     page.get_by_label("Body").fill("Written through Chromium.")
     page.get_by_label("Forum").select_option("books")
     page.get_by_role("button", name="Create submission").click()
-    assert page.get_by_role("heading", name="Browser-made post").is_visible()
+    expect(page.get_by_role("heading", name="Browser-made post")).to_be_visible()
     page.get_by_role("textbox", name="Comment").fill("First!")
     page.get_by_role("button", name="Post comment").click()
     assert "Your comment was posted." in page.get_by_role("status").inner_text()
@@ -143,7 +145,7 @@ def test_forum_post_comment_and_vote(page: Any, sites: EmbeddedSites) -> None:
     page.get_by_text("Reply").first.click()
     page.get_by_label("Reply to MarvelsGrantMan136").fill("Replying to myself.")
     page.get_by_role("button", name="Post reply").click()
-    assert "Replying to myself." in page.content()
+    expect(page.locator("body")).to_contain_text("Replying to myself.")
 
 
 def test_storage_state_logs_in(browser: Any, sites: EmbeddedSites) -> None:
@@ -151,6 +153,6 @@ def test_storage_state_logs_in(browser: Any, sites: EmbeddedSites) -> None:
     try:
         page = context.new_page()
         page.goto(sites.urls["shopping"] + "/customer/account/")
-        assert "Welcome, Emma Lopez!" in page.content()
+        expect(page.locator("body")).to_contain_text("Welcome, Emma Lopez!")
     finally:
         context.close()
