@@ -1,0 +1,295 @@
+"""Share of an ES generation's time spent in noise generation, perturbation, restore and update vs rollouts,
+and the update's extra memory.
+
+Method (time). One process, one torch thread (one worker per core), fp32 CPU weights. Each repetition
+measures, interleaved so that load drifts hit every part alike, the CPU seconds of:
+
+- one policy step: ``LLMPolicy.act`` on a synthetic admin-grid observation (about 980 prompt tokens, the
+  system message's KV cache reused as within an episode), plain and inside a ``lowrank`` perturbation (the
+  rank-4 noise costs extra matmuls in every forward: that difference counts as ES overhead);
+- full mode: drawing the noise of every tensor alone, entering ``perturbed`` (noise + in-place add), leaving
+  it (exact restore by copy from the master copy);
+- lowrank mode: entering (factor generation, forward hooks) and leaving ``perturbed``;
+- ``apply_update`` with the seeds of a population of 8 in antithetic pairs (4 distinct seeds), in each mode.
+
+A generation of one worker is then composed from these parts for a fixed rollout workload: population P = 8,
+each member running 4 tasks x 5 policy steps (``tasks_per_generation`` default, median length of the bundled
+reference solutions) = 20 policy steps; the 0.5B model is too slow on 2 cores for real rollouts, so this
+workload of N policy forward passes stands for them in both models.
+``share = (P * (perturb + restore + N * extra forward cost) + update) / (that + P * N * step)``.
+CPU seconds of a single-threaded process equal its wall seconds on an idle core and are not inflated by other
+processes' load (wall-based shares are in ``extra``). Goals (embedded model, P = 8): full < 5 %, lowrank
+< 1 %. ``extra`` also gives the policy steps per member at which the goal would be met (break-even).
+
+Method (memory). In a child process (embedded model), after one perturbation (so the weights are written and
+the master copy exists, as in a running worker), the peak RSS of ``apply_update`` with 8 seeds over the RSS
+before it, against the largest tensor (design: one chunk-sized buffer, independent of model size and number of
+seeds). ``python -m benchmarks.bench_overhead [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import defaultdict
+from typing import Any
+
+from benchmarks.common import (
+    MB,
+    Figure,
+    PhaseRSS,
+    median,
+    print_figures,
+    rnd,
+    run_isolated,
+    skipped,
+    spread,
+    synthetic_observation,
+    timed,
+    torch_threads,
+)
+
+POPULATION = 8
+STEPS_PER_MEMBER = 20
+"""Policy steps per member in the composed generation: 4 tasks x 5 steps."""
+RANK = 4
+SIGMA = 1e-3
+GOALS = {"full": 0.05, "lowrank": 0.01}
+UPDATE_SEEDS = [11, 12, 13, 14]
+UPDATE_COEFFS = [3e-4, -1e-4, 2e-4, -2e-4]
+"""A population of 8 in antithetic pairs: 4 distinct seeds after merging."""
+
+
+def _draw_noise(model: Any, seed: int) -> None:
+    """Generate (and discard) the full-rank noise of every selected tensor, as ``perturbed`` does."""
+    import torch
+
+    from es_agent.noise import NoiseStream, block_bounds, block_capacity
+    from es_agent.perturb import select_parameters
+
+    buf = torch.empty(block_capacity("cpu"))
+    for sp in select_parameters(model):
+        stream = NoiseStream(seed, sp.index, "cpu")
+        for start, stop in block_bounds(sp.param.numel(), "cpu"):
+            stream.fill(buf[:stop - start], start)
+
+
+def measure_parts(model_name: str, reps: int, update_reps: int) -> dict[str, list[tuple[float, float]]]:
+    """``part -> [(wall s, CPU s) per repetition]`` for one model (in this process, one torch thread)."""
+    from benchmarks.common import load_bench_model
+    from es_agent.perturb import apply_update, perturbed
+    from es_agent.policy import LLMPolicy, PolicyConfig
+    from es_agent.prompts import PromptPools
+
+    net, tok = load_bench_model(model_name)
+    policy = LLMPolicy(net, tok, PromptPools.load().baseline("no_skill"), PolicyConfig())
+    obs = synthetic_observation(7)
+    parts: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    tokens: list[int] = []
+
+    def add(name: str, fn: Any) -> None:
+        wall, cpu, _ = timed(fn)
+        parts[name].append((wall, cpu))
+
+    def act() -> None:
+        policy.act(obs)
+        tokens.append(int(policy.last_info[0]["prompt_tokens"]))
+
+    policy.act(obs)  # warm-up; computes the system-message KV cache reused by the timed steps
+    with perturbed(net, 1, SIGMA):  # first entry snapshots the master copy (once per worker)
+        pass
+    for rep in range(reps):
+        add("step", act)
+        add("noise_full", lambda rep=rep: _draw_noise(net, 100 + rep))
+        cm = perturbed(net, 100 + rep, SIGMA)
+        add("perturb_full", cm.__enter__)
+        add("restore_full", lambda cm=cm: cm.__exit__(None, None, None))
+        cm = perturbed(net, 100 + rep, SIGMA, mode="lowrank", rank=RANK)
+        add("perturb_lowrank", cm.__enter__)
+        try:
+            add("step_lowrank", act)
+        finally:
+            add("restore_lowrank", lambda cm=cm: cm.__exit__(None, None, None))
+        if rep < update_reps:
+            add("update_full", lambda: apply_update(net, UPDATE_SEEDS, UPDATE_COEFFS))
+            add("update_lowrank", lambda: apply_update(net, UPDATE_SEEDS, UPDATE_COEFFS, mode="lowrank",
+                                                       rank=RANK))
+    parts["prompt_tokens"] = [(float(t), float(t)) for t in tokens]
+    parts["params"] = [(float(sum(p.numel() for p in net.parameters())),) * 2]
+    return parts
+
+
+def _shares(parts: dict[str, list[tuple[float, float]]], mode: str, clock: int, steps: int = STEPS_PER_MEMBER,
+            workers: int = 1) -> list[float]:
+    """Overhead share per repetition (``clock`` 0: wall, 1: CPU) of one worker's generation."""
+    members = POPULATION / workers
+    update = median([t[clock] for t in parts[f"update_{mode}"]])
+    out = []
+    for i in range(len(parts["step"])):
+        step = parts["step"][i][clock]
+        per_member = parts[f"perturb_{mode}"][i][clock] + parts[f"restore_{mode}"][i][clock]
+        if mode == "lowrank":
+            per_member += steps * (parts["step_lowrank"][i][clock] - step)
+        overhead = members * per_member + update
+        out.append(overhead / (overhead + members * steps * step))
+    return out
+
+
+def _break_even(parts: dict[str, list[tuple[float, float]]], mode: str, goal: float) -> int | None:
+    """Smallest policy steps per member at which the median CPU share falls below ``goal``."""
+    for steps in range(1, 10_001):
+        if median(_shares(parts, mode, 1, steps)) < goal:
+            return steps
+    return None
+
+
+def _figures(model_name: str, parts: dict[str, list[tuple[float, float]]]) -> list[Figure]:
+    params = parts["params"][0][0]
+    tag = f"{model_name}, {params / 1e6:.0f}M fp32, P={POPULATION}, {STEPS_PER_MEMBER} steps/member"
+    comp = {name: rnd(median([t[1] for t in vals])) for name, vals in parts.items()
+            if name not in ("params", "prompt_tokens")}
+    tokens = [t[0] for t in parts["prompt_tokens"]]
+    figures = []
+    for mode in ("full", "lowrank"):
+        cpu = _shares(parts, mode, 1)
+        goal = GOALS[mode] if model_name == "embedded" else None
+        fig = Figure(f"ES overhead share of a generation, {mode} [{tag}]", rnd(100 * median(cpu), 3), "%",
+                     f"< {100 * goal:g} %" if goal else None, (median(cpu) < goal) if goal else None,
+                     spread([100 * s for s in cpu], 3))
+        fig.extra = {
+            "cpu_seconds_per_part": {k: v for k, v in comp.items() if k == "step" or k.endswith(mode)
+                                     or (mode == "full" and k == "noise_full")},
+            "share_wall_clock_pct": rnd(100 * median(_shares(parts, mode, 0)), 3),
+            "share_with_2_workers_pct": rnd(100 * median(_shares(parts, mode, 1, workers=2)), 3),
+            "break_even_steps_per_member": _break_even(parts, mode, goal or GOALS[mode]),
+            "prompt_tokens_per_step": rnd(median(tokens)),
+        }
+        per_member = comp[f"perturb_{mode}"] + comp[f"restore_{mode}"]
+        if mode == "full":
+            noise = comp["noise_full"]
+            fig.note = (f"per member {per_member:.2f} s perturb+restore ({noise:.2f} s of it drawing noise, "
+                        f"{comp['restore_full']:.2f} s restore), update {comp['update_full']:.2f} s, vs "
+                        f"{comp['step']:.2f} s per policy step")
+        else:
+            slower = comp["step_lowrank"] - comp["step"]
+            fig.note = (f"per member {per_member:.3f} s enter+exit, {slower:+.3f} s per policy step for the "
+                        f"rank-{RANK} matmuls, update {comp['update_lowrank']:.2f} s, vs "
+                        f"{comp['step']:.2f} s per policy step")
+        figures.append(fig)
+    return figures
+
+
+def hook_cost(reps: int, tokens: int = 650) -> Figure:
+    """CPU seconds of one SmolLM2 layer's Linears on ``tokens`` positions: plain, plus the rank-4 delta as
+    :mod:`es_agent.lowrank`'s hook computes it (``out + bmm(bmm(x, B), A^T)``: a new tensor and an extra
+    pass), and plus the same delta accumulated in place (``out.baddbmm_``: the candidate fix)."""
+    import torch
+    import torch.nn.functional as F
+
+    shapes = [(576, 576), (576, 192), (576, 192), (576, 576), (576, 1536), (576, 1536), (1536, 576)]
+    gen = torch.Generator().manual_seed(0)
+    layers = [(torch.randn(1, tokens, i, generator=gen), torch.randn(o, i, generator=gen),
+               torch.randn(1, i, RANK, generator=gen), torch.randn(1, o, RANK, generator=gen))
+              for i, o in shapes]
+
+    def plain() -> None:
+        for x, w, _, _ in layers:
+            F.linear(x, w)
+
+    def current() -> None:
+        for x, w, b, a in layers:
+            out = F.linear(x, w).reshape(1, -1, w.shape[0])
+            out = out + torch.bmm(torch.bmm(x.reshape(1, -1, w.shape[1]), b), a.transpose(1, 2))
+
+    def fused() -> None:
+        for x, w, b, a in layers:
+            out = F.linear(x, w).reshape(1, -1, w.shape[0])
+            out.baddbmm_(torch.bmm(x.reshape(1, -1, w.shape[1]), b), a.transpose(1, 2))
+
+    times: dict[str, list[float]] = {"plain": [], "current": [], "fused": []}
+    with torch.inference_mode():
+        for fn in (plain, current, fused):
+            fn()
+        for _ in range(reps):
+            for name, fn in (("plain", plain), ("current", current), ("fused", fused)):
+                times[name].append(sum(timed(fn)[1] for _ in range(5)) / 5)
+    cur = [c / p - 1 for c, p in zip(times["current"], times["plain"], strict=True)]
+    fix = [f / p - 1 for f, p in zip(times["fused"], times["plain"], strict=True)]
+    return Figure(
+        f"low-rank forward cost per layer, current hook [embedded Linear shapes, T={tokens}, rank {RANK}]",
+        rnd(100 * median(cur), 3), "% over plain", None, None, spread([100 * c for c in cur], 3),
+        f"accumulating the delta in place (out.baddbmm_) costs {100 * median(fix):+.1f} % instead: the "
+        "hook's extra cost is the new output-sized tensor and pass, not the rank-4 matmuls",
+        extra={"fused_in_place_pct": rnd(100 * median(fix), 3),
+               "cpu_ms": {k: rnd(1000 * median(v)) for k, v in times.items()}})
+
+
+def update_memory(model: str) -> dict[str, Any]:
+    """Child-process side: extra peak RSS of ``apply_update`` with 8 seeds, in each mode."""
+    import torch
+
+    from benchmarks.common import load_bench_model
+    from es_agent.lowrank import linear_targets
+    from es_agent.noise import CHUNK_SIZE, block_capacity
+    from es_agent.perturb import apply_update, perturbed, select_parameters
+
+    torch.set_num_threads(1)
+    net, _ = load_bench_model(model)
+    with perturbed(net, 1, SIGMA):  # writes every weight (a worker's steady state) and makes the master copy
+        pass
+    selected = select_parameters(net)
+    seeds, coeffs = list(range(20, 28)), [1e-4 * (i + 1) * (-1) ** i for i in range(8)]
+    out: dict[str, Any] = {"largest_tensor_bytes": max(sp.param.numel() * sp.param.element_size()
+                                                       for sp in selected)}
+    targets = linear_targets(net, selected)
+    widest = max(t.module.in_features + t.module.out_features for t in targets)
+    out["bound_full_bytes"] = 2 * block_capacity("cpu") * 4
+    out["bound_lowrank_bytes"] = CHUNK_SIZE * 4 + (len(seeds) + 1) * RANK * widest * 4
+    for mode in ("full", "lowrank"):
+        rss = PhaseRSS()
+        rss.start()
+        apply_update(net, seeds, coeffs, mode=mode, rank=RANK if mode == "lowrank" else None)
+        phase = rss.stop()
+        out[f"extra_{mode}_bytes"] = max(0, phase["peak_bytes"] - phase["start_bytes"])
+        out["rss_method"] = phase["rss_method"]
+    return out
+
+
+def main(quick: bool = False) -> list[dict[str, Any]]:
+    """Run the benchmark and return the figures (also printed)."""
+    started = time.perf_counter()
+    figures: list[Figure] = []
+    plan = [("embedded", 1, 1)] if quick else [("embedded", 3, 2), ("qwen0.5b", 2, 1)]
+    with torch_threads(1):
+        for model_name, reps, update_reps in plan:
+            figures += _figures(model_name, measure_parts(model_name, reps, update_reps))
+        figures.append(hook_cost(2 if quick else 5))
+    if quick:
+        figures.append(skipped("ES overhead share [qwen0.5b]", "quick mode: the 0.5B model runs in the full "
+                               "suite only", "%"))
+    mem = run_isolated("benchmarks.bench_overhead:update_memory", {"model": "embedded"})
+    largest = mem["largest_tensor_bytes"]
+    for mode in ("full", "lowrank"):
+        extra = mem[f"extra_{mode}_bytes"]
+        bound = mem[f"bound_{mode}_bytes"]
+        figures.append(Figure(
+            f"apply_update extra peak RSS / largest tensor, {mode}, 8 seeds [embedded]",
+            rnd(extra / largest, 3), "x", "<= 1 (about one tensor at most)", extra <= largest, None,
+            f"{extra / MB:.1f} MB extra vs largest tensor {largest / MB:.0f} MB; design bound "
+            f"{bound / MB:.2f} MB (page-granular RSS, one measurement)",
+            extra={"extra_mb": rnd(extra / MB), "largest_tensor_mb": rnd(largest / MB),
+                   "design_bound_mb": rnd(bound / MB), "rss_method": mem["rss_method"]}))
+    out = [f.to_dict() for f in figures]
+    print_figures(f"bench_overhead (quick={quick}, {time.perf_counter() - started:.0f} s)", out)
+    return out
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="embedded model only, one repetition")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    args = parser.parse_args()
+    result = main(args.quick)
+    if args.json:
+        print(json.dumps(result, indent=1))
