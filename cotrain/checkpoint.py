@@ -2,7 +2,8 @@
 
 Layout::
 
-    run.json                    manifest: format, generations done, snapshots, final checksum (written last)
+    run.json                    manifest: format, generations done, snapshots, final checksum, the task ids
+                                resolved at the start (``tasks``: train, eval) (written last)
     config.json                 the TrainConfig (JSON)
     initial_prompt_pools.json   the pools at generation 0 (replay starts here)
     update_log.jsonl            one line per generation: task batch, env seed, rows (noise seeds, signed
@@ -370,6 +371,11 @@ class RunDir:
     def has_snapshot(self, generation: int) -> bool:
         """Whether ``run.json`` lists a snapshot of ``generation``."""
         return any(int(s["generation"]) == generation for s in self.manifest["snapshots"])
+
+    def record_tasks(self, tasks: Mapping[str, Any]) -> None:
+        """Record the task ids the run resolved at its start (``{"train": [...], "eval": [...]}``) in
+        ``run.json``, where a resumed run reads them back."""
+        self._write_manifest(tasks=json_safe(dict(tasks)))
 
     def mark_finished(self) -> None:
         """Record that the run completed all its generations."""

@@ -105,7 +105,12 @@ class EnvConfig:
     """``split=`` of the workers' env, which must hold the training and the held-out tasks (``"all"`` for the
     embedded task set; ``none`` for an env that holds every task by default, e.g. a real task file)."""
     train_tasks: tuple[int | str, ...] | None = None
-    """Explicit training task ids (instead of every task of ``split``)."""
+    """Explicit training task ids (instead of every task of ``split``; not with ``train_templates``)."""
+    train_templates: tuple[int, ...] | None = None
+    """WebArena ``intent_template_id``s: train on every task of ``split`` made from these templates (instead
+    of ``train_tasks``, whose ids change meaning when a task set is regenerated). Resolved to task ids once,
+    at the start of the run (templates in the order listed, ids ascending within one), and recorded in
+    ``run.json``; an unknown template, or one with no task in ``split``, is an error."""
     tasks_per_generation: int = 4
     """Tasks in each generation's batch, shared by all candidates."""
     max_steps: int | None = 10
@@ -116,6 +121,8 @@ class EnvConfig:
     def __post_init__(self) -> None:
         if self.tasks_per_generation < 1:
             raise _fail("env.tasks_per_generation", f"must be >= 1, got {self.tasks_per_generation}")
+        _check_task_selection("env.train_tasks", self.train_tasks,
+                              "env.train_templates", self.train_templates)
         if self.train_tasks is not None and len(self.train_tasks) < self.tasks_per_generation:
             raise _fail("env.train_tasks", f"has {len(self.train_tasks)} task(s), fewer than "
                         f"env.tasks_per_generation={self.tasks_per_generation}")
@@ -290,7 +297,11 @@ class EvalConfig:
     n_tasks: int = 4
     """Tasks of the split evaluated (the first ones by id; 0: all of them)."""
     tasks: tuple[int | str, ...] | None = None
-    """Explicit held-out task ids (instead of ``split``)."""
+    """Explicit held-out task ids (instead of every task of ``split``; not with ``templates``)."""
+    templates: tuple[int, ...] | None = None
+    """WebArena ``intent_template_id``s: the held-out tasks are the tasks of ``split`` made from these
+    templates (instead of ``tasks``; in the order listed, ids ascending within one, then the first
+    ``n_tasks``). Resolved once at the start of the run like ``env.train_templates``."""
     baseline: str = "no_skill"
     """Baseline genome (a name in the pools' ``baselines``) that ``esopt eval`` compares against."""
     env_seed: int = 0
@@ -299,6 +310,7 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if self.every < 0 or self.n_tasks < 0:
             raise _fail("eval", f"every and n_tasks must be >= 0, got {self.every} and {self.n_tasks}")
+        _check_task_selection("eval.tasks", self.tasks, "eval.templates", self.templates)
 
 
 @dataclass(frozen=True)
@@ -342,6 +354,21 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``config.json``), readable by :func:`config_from_dict`."""
         return {"format": CONFIG_FORMAT, **_plain(dataclasses.asdict(self))}
+
+
+def _check_task_selection(tasks_key: str, tasks: tuple[Any, ...] | None, templates_key: str,
+                          templates: tuple[int, ...] | None) -> None:
+    """Task ids and templates are two ways of naming the same tasks: at most one of them; no empty or repeated
+    template list."""
+    if tasks is not None and templates is not None:
+        raise _fail(f"{tasks_key} / {templates_key}",
+                    f"set one of {tasks_key} and {templates_key}, not both (they are mutually exclusive)")
+    if templates is not None:
+        if not templates:
+            raise _fail(templates_key, "must not be empty (leave the key out to use every task of the split)")
+        repeated = sorted({t for t in templates if templates.count(t) > 1})
+        if repeated:
+            raise _fail(templates_key, f"template(s) {repeated} listed more than once")
 
 
 # --------------------------------------------------------------------------------------------- parsing

@@ -44,7 +44,7 @@ def subprocess_env() -> dict[str, str]:
 def toy_overrides() -> list[str]:
     """``--set`` overrides that point a config at the toy env with the tiny model."""
     return [f"env.env_id={toy_web_env.ENV_ID}", "env.module=toy_web_env", "env.infra_errors=[]",
-            "env.train_tasks=none", "env.max_steps=2", "agent.model=tiny:0",
+            "env.train_templates=none", "env.max_steps=2", "agent.model=tiny:0",
             "agent.policy={max_prompt_tokens = 512}", "ui.mode=off"]
 
 

@@ -31,7 +31,8 @@ def test_smoke_config_is_the_tiny_in_process_run() -> None:
     cfg = load_config(CONFIGS / "smoke.toml")
     got = (cfg.agent.model, cfg.es.population, cfg.es.generations, cfg.workers.num_actors)
     assert got == ("tiny:0", 4, 2, None)
-    assert cfg.env.train_tasks is not None and len(cfg.env.train_tasks) == 2
+    assert cfg.env.train_templates is not None and len(cfg.env.train_templates) == 2
+    assert cfg.env.tasks_per_generation == 2 and cfg.env.max_steps == 2
 
 
 def test_defaults_and_derived_specs() -> None:
