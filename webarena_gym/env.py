@@ -16,6 +16,7 @@ from webarena_gym.actions import (
     ActionError,
     ActionParseError,
     ClickAction,
+    GotoAction,
     HoverAction,
     StopAction,
     TypeAction,
@@ -23,6 +24,7 @@ from webarena_gym.actions import (
     parse_action,
 )
 from webarena_gym.browser import BrowserConfig, BrowserSession, page_titles, resolve_storage_state
+from webarena_gym.display import EMBEDDED_SHOWN_SITES, URLDisplay
 from webarena_gym.errors import BrowserError, EvaluatorError, SiteConfigError, TaskConfigError
 from webarena_gym.observation import (
     ElementIds,
@@ -70,7 +72,10 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
     ``Dict`` of printable-Unicode ``Text`` fields: ``axtree`` (the accessibility tree, WebArena-style
     ``[id] role 'name' props`` lines, tab-indented, at most ``max_axtree_chars``), ``url``, ``goal`` (the task
     intent), ``tabs`` (``Tab 0 (current): <title>`` per line) and ``last_action_error`` (empty after a good
-    action).
+    action). The embedded sites listen on free ports, so their addresses are shown under fixed ones
+    (``http://localhost:7770`` shop, ``:7780`` admin, ``:9999`` forum; ``goto`` accepts those): the same
+    episode reads the same in every process (``webarena_gym.display``). Real deployments are shown as they
+    are.
 
     ## Rewards
     0 on every step except the last, which gets the task evaluator's score in [0, 1] (``string_match``,
@@ -168,7 +173,7 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         self._task_index = {t.task_id: t for t in self.tasks}
         self._extra_origins = tuple(allowed_origins)
         self.sites = _site_urls(sites, world_sites)
-        self.policy = OriginPolicy([*self.sites.origins(), *self._extra_origins])
+        self.policy = OriginPolicy([*_site_list(self.sites), *self._extra_origins])
 
         self.observation_space = spaces.Dict({
             "axtree": PrintableText(max_axtree_chars),
@@ -179,6 +184,8 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         })
         self.action_space = PrintableText(ACTION_MAX_CHARS)
 
+        self.display = URLDisplay.identity()
+        """How site addresses are shown to the agent (fixed addresses for the embedded sites' free ports)."""
         self._session = BrowserSession(self.browser_config, self.policy)
         self._task: TaskConfig | None = None
         self._evaluator: Evaluator | None = None
@@ -223,8 +230,10 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
     def _use_sites(self, sites: SiteURLs) -> None:
         """Switch to these site URLs; the origin policy follows (from the next episode on)."""
         self.sites = sites
-        self.policy = OriginPolicy([*sites.origins(), *self._extra_origins])
+        self.policy = OriginPolicy([*_site_list(sites), *self._extra_origins])
         self._session.policy = self.policy
+        if self.world is not None:  # free ports, chosen per process: show fixed addresses instead
+            self.display = URLDisplay.from_sites(sites.as_dict(), EMBEDDED_SHOWN_SITES)
 
     def end_episode(self, reason: str = "max_steps") -> tuple[float, dict[str, Any]]:
         """Score the running episode now and end it (used when a wrapper truncates it): returns the
@@ -301,6 +310,8 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         if isinstance(parsed, StopAction):
             end, answer = "stop", parsed.answer
         elif parsed is not None:
+            if isinstance(parsed, GotoAction):
+                parsed = GotoAction(self.display.unshow(parsed.url))
             try:
                 execute_action(parsed, self._session, self._id_map)
             except ActionError as exc:
@@ -408,12 +419,13 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
                     session.settle(current)
         self._id_map = tree.id_map
         assert self._task is not None
+        show = self.display.show
         self._obs = {
-            "axtree": tree.text,
-            "url": truncate(to_printable(url), URL_MAX_CHARS),
+            "axtree": show(tree.text),
+            "url": truncate(to_printable(show(url)), URL_MAX_CHARS),
             "goal": truncate(to_printable(self._task.intent, keep="\n\t"), GOAL_MAX_CHARS),
-            "tabs": truncate(tabs, TABS_MAX_CHARS),
-            "last_action_error": truncate(to_printable(error, keep="\n\t"), ERROR_MAX_CHARS),
+            "tabs": truncate(show(tabs), TABS_MAX_CHARS),
+            "last_action_error": truncate(to_printable(show(error), keep="\n\t"), ERROR_MAX_CHARS),
         }
         return dict(self._obs)
 
@@ -507,3 +519,8 @@ def _select(task_list: list[TaskConfig], task_ids: Iterable[int] | None,
     if not selected:
         raise TaskConfigError("the task set is empty")
     return selected
+
+
+def _site_list(sites: SiteURLs) -> list[str]:
+    """The configured site URLs in WebArena's site order (a stable order for messages)."""
+    return list(sites.as_dict().values())

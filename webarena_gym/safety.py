@@ -58,18 +58,20 @@ class OriginPolicy:
     """
 
     def __init__(self, origins: Iterable[str]) -> None:
-        parsed: set[Origin] = set()
+        parsed: dict[Origin, None] = {}
         for text in origins:
             origin = parse_origin(text)
             if origin is None:
                 raise ValueError(f"allowed origin {text!r} is not an http(s) URL with a host, "
                                  "expected e.g. 'http://127.0.0.1:7770'")
-            parsed.add(origin)
+            parsed[origin] = None
         self.origins: frozenset[Origin] = frozenset(parsed)
+        self._listed = tuple(parsed)
 
     def describe(self) -> str:
-        """The allowed origins as a short comma-separated list."""
-        return ", ".join(str(o) for o in sorted(self.origins)) or "(none)"
+        """The allowed origins as a short comma-separated list, in the order they were given (messages then
+        read the same in every process, whatever ports the sites got)."""
+        return ", ".join(str(o) for o in self._listed) or "(none)"
 
     def allows_request(self, url: str) -> bool:
         """Whether the page may load this URL (``data:`` and ``blob:`` resources stay inside the page)."""

@@ -43,7 +43,8 @@ def test_default_world_starts_lazily_and_closes(make_world_env: Callable[..., gy
     assert not world.started and env.unwrapped.sites.shopping is None
     shop_task = next(t for t in env.unwrapped.tasks if t.sites == ("shopping",))
     obs, info = env.reset(options={"task_id": shop_task.task_id})
-    assert world.started and obs["url"].startswith(env.unwrapped.sites.shopping)
+    assert world.started and info["start_url"].startswith(env.unwrapped.sites.shopping)
+    assert obs["url"].startswith("http://localhost:7770/"), "the agent sees the shop's fixed address"
     assert "Welcome, Emma Lopez!" in obs["axtree"], "tasks with require_login start logged in"
     admin_task = next(t for t in env.unwrapped.tasks if t.sites == ("shopping_admin",))
     obs, _ = env.reset(options={"task_id": admin_task.task_id})
@@ -119,3 +120,28 @@ def test_two_envs_in_parallel_threads(chromium_path: str) -> None:
     (reward_a, digest_a), (reward_b, digest_b) = results.values()
     assert reward_a == reward_b == 1.0
     assert digest_a != digest_b
+
+
+def test_every_process_sees_the_same_addresses(make_world_env: Callable[..., gym.Env]) -> None:
+    """Each env's sites listen on free ports of their own, but the agent reads fixed addresses: the same
+    episode gives the same observations in every env (so on every Ray worker, and after a resume), and
+    ``goto`` takes the shown addresses (and still refuses other origins)."""
+    first, second = make_world_env(split="all"), make_world_env(split="all")
+    trajectories = []
+    for env in (first, second):
+        steps = [env.reset(seed=0, options={"task_id": 8})[0]]
+        for action in ("goto [http://localhost:9999/]", "goto [http://localhost:7770/]",
+                       "goto [http://localhost:7771/]", "goto [http://127.0.0.1:1/]"):
+            steps.append(env.step(action)[0])
+        trajectories.append(steps)
+    assert first.unwrapped.sites.shopping != second.unwrapped.sites.shopping  # different real ports
+    assert trajectories[0] == trajectories[1]
+    start, forum, shop, refused, refused_too = trajectories[0]
+    assert start["url"].startswith("http://localhost:7770") and start["last_action_error"] == ""
+    assert forum["url"].startswith("http://localhost:9999") and forum["last_action_error"] == ""
+    assert shop["url"].startswith("http://localhost:7770") and shop["last_action_error"] == ""
+    assert "localhost:7771" in refused["last_action_error"] and shop["url"] == refused["url"]
+    assert refused_too["last_action_error"] and shop["url"] == refused_too["url"]
+    for obs in (start, forum, shop, refused):
+        for value in obs.values():
+            assert "127.0.0.1:" + first.unwrapped.sites.shopping.rsplit(":", 1)[1] not in value
