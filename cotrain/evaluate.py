@@ -17,19 +17,24 @@ from typing import Any
 from cotrain.checkpoint import RunDir, RunState, atomic_write_json, read_json
 from cotrain.errors import ConfigError, RunDirError
 from cotrain.trainer import build_problem, ensure_ray, eval_task_ids
+from es_agent.specs import check_task_ids
 
 TaskId = int | str
 
 
 def evaluate_run(run_dir: str | Path, *, split: str | None = None, n_tasks: int | None = None,
                  export_dir: str | Path | None = None, baseline: bool = True, write: bool = True,
-                 ) -> dict[str, Any]:
+                 tasks: Sequence[TaskId] | None = None) -> dict[str, Any]:
     """Evaluate the run's centre (or ``export_dir``, an ``esopt export`` output) and the baseline on a split
-    (default ``eval.split``; ``n_tasks`` default ``eval.n_tasks``, 0 for all). Unknown split: ConfigError."""
+    (default ``eval.split``; ``n_tasks`` default ``eval.n_tasks``, 0 for all), or on explicit ``tasks`` (ids
+    the workers' env holds; ``split`` then only labels the report). Unknown split: ConfigError."""
     run = RunDir.open(run_dir)
     cfg = run.config
     split = split or cfg.eval.split
-    tasks = eval_task_ids(cfg.env, cfg.eval, split, n_tasks)
+    if tasks is None:
+        tasks = eval_task_ids(cfg.env, cfg.eval, split, n_tasks)
+    else:
+        tasks = check_task_ids(tasks, what="evaluation tasks")
     state = run.load_state()
     ensure_ray(cfg.workers)
     if export_dir is not None:
