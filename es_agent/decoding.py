@@ -89,7 +89,7 @@ def prefill(model: torch.nn.Module, ids: Sequence[int], prefix: PrefixKV | None 
     start, layers, logits = 0, None, None
     if prefix is not None and len(ids) > len(prefix.ids) and tuple(ids[: len(prefix.ids)]) == prefix.ids:
         start = len(prefix.ids)
-        layers = [(k.clone(), v.clone()) for k, v in cache_layers(prefix.state.cache)]
+        layers = cache_layers(prefix.state.cache)  # copied by the new cache's first update, not changed
     cache = new_cache(model, layers)
     rest = torch.tensor([ids[start:]], dtype=torch.long, device=model.device)
     mask = torch.ones(1, len(ids), dtype=torch.long, device=model.device)
@@ -237,45 +237,47 @@ def score_candidates(model: torch.nn.Module, row: RowState, candidates: Sequence
     """Mean token log-probability of each candidate continuation after the row's prompt, in ONE forward.
 
     The candidates' token trie is packed into one sequence after the prompt's KV cache (tree attention): each
-    trie node attends to the prompt and to its own ancestors only, at the position its depth gives it. The
-    cost is one forward over the trie's nodes (shared prefixes such as ``click [`` counted once), whatever the
-    number of candidates; the scores equal those of scoring every candidate on its own.
+    trie node attends to the prompt and to its own ancestors only, at the position its depth gives it. Only
+    the inner nodes (those with children) go through the model: a leaf's log-probability comes from its
+    parent's logits, and no node attends to a leaf. The cost is one forward over the trie's inner nodes
+    (shared prefixes such as ``click [`` counted once), whatever the number of candidates; the scores equal
+    those of scoring every candidate on its own.
     """
     tokens, parents, depths, paths = _flatten_trie(candidates)
     n, length = len(tokens), row.length
     device = model.device
-    allowed = torch.zeros(n, length + n, dtype=torch.bool, device=device)
-    allowed[:, :length] = True
-    for i in range(n):
-        allowed[i, length + i] = True
-        j = parents[i]
-        while j >= 0:
-            allowed[i, length + j] = True
-            j = parents[j]
-    if getattr(model.config, "_attn_implementation", "sdpa") == "sdpa":
-        mask = allowed[None, None]
-    else:  # eager and others take an additive float mask
-        dtype = next(model.parameters()).dtype
-        mask = torch.zeros(1, 1, n, length + n, dtype=dtype, device=device)
-        mask.masked_fill_(~allowed[None, None], torch.finfo(dtype).min)
     inner = sorted({p for p in parents if p >= 0})
-    cache = new_cache(model, [(k.clone(), v.clone()) for k, v in cache_layers(row.cache)])
-    ids = torch.tensor([tokens], dtype=torch.long, device=device)
-    positions = torch.tensor([[length + d for d in depths]], device=device)
+    where = {node: r for r, node in enumerate(inner)}
     node_logp = torch.empty(n)
     first = torch.log_softmax(row.logits.float(), dim=-1)
     roots = [i for i in range(n) if parents[i] < 0]
     node_logp[roots] = first[[tokens[i] for i in roots]].cpu()
     if inner:
+        m = len(inner)
+        allowed = torch.zeros(m, length + m, dtype=torch.bool, device=device)
+        allowed[:, :length] = True
+        for r, i in enumerate(inner):
+            j = i
+            while j >= 0:  # the node itself and its ancestors (all inner nodes)
+                allowed[r, length + where[j]] = True
+                j = parents[j]
+        if getattr(model.config, "_attn_implementation", "sdpa") == "sdpa":
+            mask = allowed[None, None]
+        else:  # eager and others take an additive float mask
+            dtype = next(model.parameters()).dtype
+            mask = torch.zeros(1, 1, m, length + m, dtype=dtype, device=device)
+            mask.masked_fill_(~allowed[None, None], torch.finfo(dtype).min)
+        # DynamicCache copies the tensors it is given (its first update concatenates), so the row's cache
+        # is left intact without cloning it here
+        cache = new_cache(model, cache_layers(row.cache))
+        ids = torch.tensor([[tokens[i] for i in inner]], dtype=torch.long, device=device)
+        positions = torch.tensor([[length + depths[i] for i in inner]], device=device)
         cache_name, keep_name = _forward_names(model)
         kwargs: dict[str, Any] = {cache_name: cache}
-        keep = torch.tensor(inner, device=device)
-        if keep_name == "logits_to_keep":
-            kwargs[keep_name] = keep
+        if keep_name is not None:
+            kwargs[keep_name] = 0  # every position
         out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **kwargs)
-        logits = out.logits[0] if keep_name == "logits_to_keep" else out.logits[0, keep]
-        logp = torch.log_softmax(logits.float(), dim=-1)
-        where = {p: r for r, p in enumerate(inner)}
+        logp = torch.log_softmax(out.logits[0].float(), dim=-1)
         children = [i for i in range(n) if parents[i] >= 0]
         rows_ = torch.tensor([where[parents[i]] for i in children], device=device)
         cols = torch.tensor([tokens[i] for i in children], device=device)

@@ -7,7 +7,8 @@ Noise. For a Linear weight ``W`` (out x in) with tensor index ``i``, the noise u
 
 Forward. ``y = x W^T + b + scale * (x B) A^T / sqrt(r) (+ scale * eps_b)``, added by a forward hook; weights
 are never written. With ``K`` members the batch dimension is split into ``K`` equal groups and each group gets
-its own delta through ``torch.bmm``, so ``K`` members cost one forward plus ``K`` thin matmuls per Linear.
+its own delta through ``torch.bmm``, so ``K`` members cost one forward plus ``K`` thin matmuls per Linear,
+accumulated into the Linear's output in place (at scale 0 no hook is installed).
 
 Scope. Only ``nn.Linear`` modules (and subclasses) called through their ``forward`` are perturbed. Other
 selected parameters (norms, embeddings, convolutions) are left alone in this mode, and so is a Linear weight
@@ -87,34 +88,52 @@ def lowrank_delta(seed: int, index: int, out_features: int, in_features: int, ra
 HookFn = Callable[[nn.Module, tuple[Any, ...], torch.Tensor], torch.Tensor]
 
 
-def _make_hook(target: LinearTarget, seeds: Sequence[int], scales: Sequence[float], rank: int) -> HookFn:
+def _make_hook(target: LinearTarget, seeds: Sequence[int], scales: Sequence[float], rank: int
+               ) -> HookFn | None:
+    """The forward hook adding the members' deltas to ``target``'s output (``None`` when every scale is 0).
+
+    The factors are stored once in the weight dtype and in the layouts the matmuls read (``B``: in x r,
+    ``A^T``: r x out, scale folded in), and the delta is accumulated into the Linear's output in place
+    (``addmm_`` for one member, ``baddbmm_`` for several) unless autograd records the forward: no new
+    output-sized tensor and no extra pass over it, which is most of the hook's cost (the rank-r matmuls
+    themselves are ~1 % of the Linear's FLOPs)."""
     module, k = target.module, len(seeds)
     out_f, in_f = module.out_features, module.in_features
     dtype, device = module.weight.dtype, module.weight.device
-    a_all = b_all = bias_all = None
+    if not any(scales):
+        return None
+    b_all = a_t = bias_all = None
     if target.weight is not None:
-        a_all = torch.empty(k, out_f, rank, dtype=dtype, device=device)
+        a_t = torch.empty(k, rank, out_f, dtype=dtype, device=device)
         b_all = torch.empty(k, in_f, rank, dtype=dtype, device=device)
         for j, (seed, scale) in enumerate(zip(seeds, scales, strict=True)):
             a, b = lowrank_factors(seed, target.weight.index, out_f, in_f, rank, device)
-            a_all[j].copy_(a.mul_(scale / math.sqrt(rank)))
+            a_t[j].copy_(a.mul_(scale / math.sqrt(rank)).T)
             b_all[j].copy_(b)
     if target.bias is not None:
         bias_all = torch.stack([noise(seed, target.bias.index, out_f, device).mul_(scale)
                                 for seed, scale in zip(seeds, scales, strict=True)]).to(dtype)
+        bias_all = bias_all[:, None, :]
+    b_one = a_one = None
+    if k == 1 and b_all is not None and a_t is not None:
+        b_one, a_one = b_all[0], a_t[0]
 
     def hook(mod: nn.Module, args: tuple[Any, ...], output: torch.Tensor) -> torch.Tensor:
         x = args[0]
         if k > 1 and (x.ndim < 2 or x.shape[0] % k):
             raise PerturbationError(f"{target.name}: input of shape {tuple(x.shape)} cannot be split into "
                                     f"{k} population groups along its first (batch) dimension")
-        out = output.reshape(k, -1, out_f)
-        if a_all is not None and b_all is not None:
-            xs = x.reshape(k, -1, in_f)
-            out = out + torch.bmm(torch.bmm(xs, b_all.to(x.dtype)), a_all.to(x.dtype).transpose(1, 2))
+        in_place = not (torch.is_grad_enabled() and output.requires_grad) and output.is_contiguous()
+        out = output if in_place else output.clone(memory_format=torch.contiguous_format)
+        dt = out.dtype  # the weight dtype, unless autocast changed it
+        if b_one is not None and a_one is not None:  # one member: plain 2-D matmuls
+            out.view(-1, out_f).addmm_(torch.mm(x.reshape(-1, in_f).to(dt), b_one.to(dt)), a_one.to(dt))
+        elif b_all is not None and a_t is not None:
+            xs = x.reshape(k, -1, in_f).to(dt)
+            out.view(k, -1, out_f).baddbmm_(torch.bmm(xs, b_all.to(dt)), a_t.to(dt))
         if bias_all is not None:
-            out = out + bias_all.to(out.dtype)[:, None, :]
-        return out.reshape(output.shape)
+            out.view(k, -1, out_f).add_(bias_all.to(dt))
+        return out
 
     return hook
 
@@ -128,7 +147,8 @@ def lowrank_hooks(targets: Sequence[LinearTarget], seeds: Sequence[int], scales:
         with torch.no_grad():
             hooks = [(t.module, _make_hook(t, seeds, scales, rank)) for t in targets]
         for module, hook in hooks:
-            handles.append(module.register_forward_hook(hook))
+            if hook is not None:  # all scales 0: nothing to add
+                handles.append(module.register_forward_hook(hook))
         yield
     finally:
         for handle in handles:

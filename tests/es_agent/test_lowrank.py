@@ -155,3 +155,46 @@ def test_perturbed_batch_arguments_are_validated() -> None:
         pass
     with pytest.raises(PerturbationError, match="rank >= 1"), perturbed_batch(model, [1], [0.1]):
         pass
+
+
+@pytest.mark.parametrize("members", [1, 3])
+def test_delta_is_accumulated_into_the_linear_output_in_place(members: int) -> None:
+    """Without autograd the hook adds the delta into the Linear's own output (no new output-sized tensor),
+    and the result still equals the dense perturbed weights."""
+    torch.manual_seed(0)
+    layer = nn.Linear(48, 32)
+    x = torch.randn(members * 2, 3, 48)
+    seeds, scales = [5, 6, 7][:members], [0.3, -0.2, 0.1][:members]
+    seen: dict[str, int] = {}
+    layer.register_forward_hook(lambda m, a, out: seen.__setitem__("linear", out.data_ptr()))
+    (w_sp, b_sp) = select_parameters(layer)
+    with torch.inference_mode(), perturbed_batch(layer, seeds, scales, rank=4):
+        layer.register_forward_hook(lambda m, a, out: seen.__setitem__("hooked", out.data_ptr()))
+        got = layer(x)
+    assert seen["hooked"] == seen["linear"] == got.data_ptr()
+    for j, (seed, scale) in enumerate(zip(seeds, scales, strict=True)):
+        w = layer.weight + scale * lowrank_delta(seed, w_sp.index, 32, 48, 4)
+        b = layer.bias + scale * noise(seed, b_sp.index, 32)
+        rows = slice(2 * j, 2 * j + 2)
+        want = nn.functional.linear(x[rows], w, b).detach()
+        torch.testing.assert_close(got[rows], want, rtol=1e-5, atol=1e-5)
+
+
+def test_autograd_still_works_through_the_hook() -> None:
+    layer = nn.Linear(16, 8)
+    x = torch.randn(2, 16, requires_grad=True)
+    with perturbed(layer, 3, 0.5, mode="lowrank", rank=2):
+        layer(x).sum().backward()
+    assert x.grad is not None and layer.weight.grad is not None
+
+
+def test_zero_scale_installs_no_hook_and_changes_nothing() -> None:
+    model = tiny_qwen()
+    x = tokens(1)
+    with torch.no_grad():
+        base = model(x).logits
+        with perturbed(model, 1, 0.0, mode="lowrank", rank=2):
+            assert all(not m._forward_hooks for m in model.modules())
+            assert torch.equal(model(x).logits, base)
+        with perturbed_batch(model, [1, 2], [0.0, 0.1], rank=2):  # one live member: hooks are needed
+            assert any(m._forward_hooks for m in model.modules())

@@ -123,6 +123,32 @@ def test_tree_scoring_equals_scoring_each_candidate_alone(tiny: tuple[Any, Any],
             assert score == pytest.approx(alone, abs=1e-4), text
 
 
+def test_tree_scoring_runs_only_inner_trie_nodes_and_leaves_the_row_intact(tiny: tuple[Any, Any]) -> None:
+    """Leaves need no forward (their log-probability comes from the parent's logits), and the row's cache is
+    neither extended nor changed by scoring."""
+    from es_agent.decoding import _flatten_trie, cache_layers
+
+    model, tok = tiny
+    prompt = tok("OBJECTIVE: buy\n[12] link 'Customers'").input_ids
+    cands = [tok(t).input_ids + [tok.eos_token_id] for t in ("click [12]", "click [13]", "stop [N/A]")]
+    tokens, parents, _, _ = _flatten_trie(cands)
+    inner = {p for p in parents if p >= 0}
+    fed: list[int] = []
+    handle = model.register_forward_pre_hook(lambda m, a, kw: fed.append(kw["input_ids"].shape[1]),
+                                             with_kwargs=True)
+    try:
+        with torch.inference_mode():
+            row = prefill(model, prompt)
+            before = [(k.clone(), v.clone()) for k, v in cache_layers(row.cache)]
+            fed.clear()
+            score_candidates(model, row, cands)
+    finally:
+        handle.remove()
+    assert fed == [len(inner)] and len(inner) < len(tokens)
+    for (k, v), (k0, v0) in zip(cache_layers(row.cache), before, strict=True):
+        assert torch.equal(k, k0) and torch.equal(v, v0)
+
+
 def test_trie_greedy_decode_yields_a_candidate(tiny: tuple[Any, Any]) -> None:
     model, tok = tiny
     cands = ["click [12]", "click [123]", "click [13]", "stop [N/A]"]
