@@ -7,8 +7,9 @@ model-sized is ever built from the seeds: noise streams tensor by tensor, chunk 
 
 Modes:
 - ``"full"``: full-rank noise written into the selected weights in place, computed in fp32 and cast once. On
-  exit the weights are restored by copy from a host-memory master copy, bit for bit (subtracting the noise
-  again drifts in bf16).
+  exit the noise is regenerated and subtracted, and the few elements that rounding would not bring back are
+  set from a record made while perturbing (:func:`es_agent.noise.add_noise_undoable_`): bit for bit, without
+  a master copy of the weights (the record holds a few percent of them: 3 % of fp32 weights at sigma 0.01).
 - ``"lowrank"``: EGGROLL-style rank-``r`` noise added inside ``nn.Linear`` forwards; weights are never
   written, and :func:`perturbed_batch` evaluates several members in one forward (:mod:`es_agent.lowrank`).
 
@@ -16,12 +17,10 @@ Tensor index. The noise of a tensor is keyed by its position among the selected 
 ``model.named_parameters()`` order (tied weights appear once there), so selections must match between the
 processes that evaluate and update.
 
-State. The one piece of module-level state is ``_STATES``, a ``WeakKeyDictionary`` from a model to its master
-copy and an "is perturbed" flag: it is made on the first full-mode perturbation, refreshed by
-:func:`apply_update`, re-snapshotted per tensor when a weight changed outside this module (caught through the
-tensor's version counter and storage pointer, plus a probe of 16 strided elements; writes through
-``param.data`` or numpy views escape the first two, so call :func:`clear_master_copy` after them), and it
-goes away with the model. Not thread-safe per model.
+State. The one piece of module-level state is ``_STATES``, a ``WeakKeyDictionary`` from a model to an "is
+perturbed" flag (perturbations do not nest, and updates wait for them). Weights written inside a
+``perturbed(...)`` block cannot be restored exactly: the block raises ``PerturbationError`` naming them. Not
+thread-safe per model.
 """
 
 from __future__ import annotations
@@ -39,7 +38,14 @@ import torch
 from torch import nn
 
 from es_agent import lowrank
-from es_agent.noise import PerturbationError, add_noise_, merge_pairs
+from es_agent.noise import (
+    NoiseUndo,
+    PerturbationError,
+    add_noise_,
+    add_noise_undoable_,
+    merge_pairs,
+    undo_noise_,
+)
 
 Mode = Literal["full", "lowrank"]
 MODES: tuple[str, ...] = ("full", "lowrank")
@@ -125,15 +131,7 @@ def select_parameters(model: nn.Module, params: ParamSpec = None) -> list[Select
 # ---------------------------------------------------------------------------------------------- model state
 
 @dataclass
-class _Master:
-    copy: torch.Tensor
-    data_ptr: int
-    version: int
-
-
-@dataclass
 class _ModelState:
-    masters: dict[str, _Master] = field(default_factory=dict)
     active: bool = False
 
 
@@ -145,51 +143,6 @@ def _state(model: nn.Module) -> _ModelState:
     if state is None:
         state = _STATES[model] = _ModelState()
     return state
-
-
-_PROBES = 16
-"""Strided elements compared with the master on each entry: catches most writes through ``param.data``."""
-
-
-def _is_current(master: _Master, p: torch.Tensor) -> bool:
-    if not (master.data_ptr == p.data_ptr() and master.version == p._version
-            and master.copy.shape == p.shape and master.copy.dtype == p.dtype):
-        return False
-    flat, ref = p.detach().reshape(-1), master.copy.reshape(-1)
-    n = flat.numel()
-    probe = torch.arange(min(_PROBES, n)) * (n - 1) // max(min(_PROBES, n) - 1, 1)
-    return torch.equal(flat[probe.to(flat.device)].cpu(), ref[probe])
-
-
-def _snapshot(p: torch.Tensor, master: _Master | None) -> _Master:
-    if master is None or master.copy.shape != p.shape or master.copy.dtype != p.dtype:
-        copy = torch.empty(p.shape, dtype=p.dtype, device="cpu", pin_memory=p.is_cuda)
-    else:
-        copy = master.copy
-    copy.copy_(p.detach())
-    return _Master(copy, p.data_ptr(), p._version)
-
-
-def _masters_for(model: nn.Module, selected: Sequence[SelectedParam]) -> list[_Master]:
-    """Master copies of the selected weights, snapshotting the ones missing or changed since."""
-    state = _state(model)
-    out = []
-    for sp in selected:
-        master = state.masters.get(sp.name)
-        if master is None or not _is_current(master, sp.param):
-            master = state.masters[sp.name] = _snapshot(sp.param, master)
-        out.append(master)
-    return out
-
-
-def clear_master_copy(model: nn.Module) -> None:
-    """Drop the master copy of ``model`` (frees its host memory; the next full perturbation snapshots
-    again)."""
-    state = _STATES.get(model)
-    if state is not None:
-        if state.active:
-            raise PerturbationError("clear_master_copy called inside a perturbed(...) block")
-        state.masters.clear()
 
 
 @contextmanager
@@ -244,21 +197,23 @@ def perturbed(model: nn.Module, seed: int, scale: float, *, mode: Mode = "full",
     selected = select_parameters(model, params)
     pairs = [(int(seed), float(scale))]
     with _exclusive(model, "perturbed"):
-        with torch.no_grad():
-            masters = _masters_for(model, selected)
+        undos: list[NoiseUndo] = []
+        versions: list[int] = []
         try:
             with torch.no_grad():
                 for sp in selected:
-                    add_noise_(_flat(sp), sp.index, pairs)
+                    undos.append(add_noise_undoable_(_flat(sp), sp.index, pairs))
+            versions = [sp.param._version for sp in selected]
             yield model
         finally:
             with torch.no_grad():
-                for sp, master in zip(selected, masters, strict=True):
-                    sp.param.detach().copy_(master.copy, non_blocking=True)
-                if any(sp.param.is_cuda for sp in selected):
-                    torch.cuda.synchronize()
-                for sp, master in zip(selected, masters, strict=True):
-                    master.version = sp.param._version
+                written = [sp.name for sp, v in zip(selected, versions, strict=False)
+                           if sp.param._version != v]
+                for sp, undo in zip(selected, undos, strict=False):
+                    undo_noise_(_flat(sp), sp.index, pairs, undo)
+        if written:
+            raise PerturbationError(f"weights written inside a perturbed(...) block cannot be restored "
+                                    f"exactly: {written[:5]}{' ...' if len(written) > 5 else ''}")
 
 
 @contextmanager
@@ -290,7 +245,7 @@ def apply_update(model: nn.Module, seeds: Sequence[int], coeffs: Sequence[float]
     evaluated for the same ``mode``, ``rank`` and ``params``.
 
     Streams tensor by tensor, seed by seed and chunk by chunk; accumulates in fp32 and casts once per weight.
-    Repeated seeds are merged (an antithetic pair costs one noise draw). Refreshes the master copy.
+    Repeated seeds are merged (an antithetic pair costs one noise draw).
     """
     r = _check_mode(mode, rank)
     pairs = merge_pairs(seeds, coeffs)
@@ -301,13 +256,8 @@ def apply_update(model: nn.Module, seeds: Sequence[int], coeffs: Sequence[float]
         if mode == "full":
             for sp in selected:
                 add_noise_(_flat(sp), sp.index, pairs)
-            changed = selected
         else:
-            changed = lowrank.apply_lowrank_update(lowrank.linear_targets(model, selected), pairs, r)
-        state = _state(model)
-        for sp in changed:
-            if sp.name in state.masters:
-                state.masters[sp.name] = _snapshot(sp.param, state.masters[sp.name])
+            lowrank.apply_lowrank_update(lowrank.linear_targets(model, selected), pairs, r)
 
 
 def weights_checksum(model: nn.Module, params: ParamSpec = None) -> str:
