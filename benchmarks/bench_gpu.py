@@ -4,7 +4,7 @@ Method. Only when ``torch.cuda.is_available()``; otherwise every figure is recor
 reason. Memory: the workloads of :mod:`benchmarks.bench_memory` (inference, ES generation in full and lowrank
 mode, backprop with AdamW), each in its own process, with the model in bf16 on ``cuda:0``; the figure is
 ``torch.cuda.max_memory_allocated`` over the workload (peak since a reset after setup), with the host's peak
-RSS alongside (full mode keeps its exact-restore master copy in pinned host memory, not on the GPU). Models:
+RSS alongside (full mode keeps only a small exact-restore record, on the device). Models:
 the embedded SmolLM2-135M and the Qwen2.5-0.5B-shaped model. Goal: ES / inference <= 1.10 in GPU memory.
 Throughput: agent steps/s of the embedded model (:func:`benchmarks.bench_throughput.agent_steps`, synthetic
 admin-grid observations, wall seconds) and batched low-rank vs sequential full-rank candidates/s at K = 8

@@ -8,7 +8,7 @@ measures, interleaved so that load drifts hit every part alike, the CPU seconds 
   system message's KV cache reused as within an episode), plain and inside a ``lowrank`` perturbation (the
   rank-4 noise costs extra matmuls in every forward: that difference counts as ES overhead);
 - full mode: drawing the noise of every tensor alone, entering ``perturbed`` (noise + in-place add), leaving
-  it (exact restore by copy from the master copy);
+  it (exact restore: the noise regenerated and subtracted, plus the record's few elements);
 - lowrank mode: entering (factor generation, forward hooks) and leaving ``perturbed``;
 - ``apply_update`` with the seeds of a population of 8 in antithetic pairs (4 distinct seeds), in each mode.
 
@@ -21,8 +21,8 @@ CPU seconds of a single-threaded process equal its wall seconds on an idle core 
 processes' load (wall-based shares are in ``extra``). Goals (embedded model, P = 8): full < 5 %, lowrank
 < 1 %. ``extra`` also gives the policy steps per member at which the goal would be met (break-even).
 
-Method (memory). In a child process (embedded model), after one perturbation (so the weights are written and
-the master copy exists, as in a running worker), the peak RSS of ``apply_update`` with 8 seeds over the RSS
+Method (memory). In a child process (embedded model), after one perturbation (so the weights are written,
+as in a running worker), the peak RSS of ``apply_update`` with 8 seeds over the RSS
 before it, against the largest tensor (design: one chunk-sized buffer, independent of model size and number of
 seeds). ``python -m benchmarks.bench_overhead [--quick]``.
 """
@@ -97,7 +97,7 @@ def measure_parts(model_name: str, reps: int, update_reps: int) -> dict[str, lis
         tokens.append(int(policy.last_info[0]["prompt_tokens"]))
 
     policy.act(obs)  # warm-up; computes the system-message KV cache reused by the timed steps
-    with perturbed(net, 1, SIGMA):  # first entry snapshots the master copy (once per worker)
+    with perturbed(net, 1, SIGMA):  # warm-up, as in a running worker
         pass
     for rep in range(reps):
         add("step", act)
@@ -237,7 +237,7 @@ def update_memory(model: str) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     net, _ = load_bench_model(model)
-    with perturbed(net, 1, SIGMA):  # writes every weight (a worker's steady state) and makes the master copy
+    with perturbed(net, 1, SIGMA):  # writes every weight once (a worker's steady state)
         pass
     selected = select_parameters(net)
     seeds, coeffs = list(range(20, 28)), [1e-4 * (i + 1) * (-1) ** i for i in range(8)]

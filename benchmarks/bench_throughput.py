@@ -305,7 +305,7 @@ def batched_vs_sequential(lengths: list[int], reps: int, k: int = 8, model_name:
         with perturbed_batch(net, seeds, scales, rank=RANK):
             forward(ids.repeat(k, 1))
 
-    with perturbed(net, 1, SIGMA):  # the master copy exists in a running worker
+    with perturbed(net, 1, SIGMA):  # warm-up, as in a running worker
         pass
     figures = []
     clock = 0 if cuda else 1  # wall seconds on an accelerator, CPU seconds on the CPU

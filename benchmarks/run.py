@@ -148,7 +148,8 @@ def render_markdown(report: dict[str, Any]) -> str:
                          f"{_cell(f['met'])} |")
     for name, record in report["benchmarks"].items():
         lines += ["", f"## {name} ({record['status']}, {record['seconds']:.0f} s, load "
-                  f"{record['load_average_before'][0]} -> {record['load_average_after'][0]})", ""]
+                  f"{record['load_average_before'][0]} -> {record['load_average_after'][0]}"
+                  + (f", run {record['date']}" if "date" in record else "") + ")", ""]
         if record.get("method"):
             title, _, rest = record["method"].partition("\n\n")
             lines += [" ".join(title.split()), "", f"<details><summary>Method (`{record['module']}` "
@@ -174,22 +175,38 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_suite(names: Sequence[str], quick: bool, out_dir: Path, command: str) -> dict[str, Any]:
-    """Run the benchmarks ``names`` and write ``latest.json`` and ``latest.md`` into ``out_dir``."""
+def run_suite(names: Sequence[str], quick: bool, out_dir: Path, command: str,
+              merge: bool = False) -> dict[str, Any]:
+    """Run the benchmarks ``names`` and write ``latest.json`` and ``latest.md`` into ``out_dir``; with
+    ``merge``, replace only those sections of the existing ``latest.json`` (each section keeps its date)."""
     started = time.perf_counter()
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     report: dict[str, Any] = {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "mode": "quick" if quick else "full", "command": command, "machine": machine_info(),
+        "date": now, "mode": "quick" if quick else "full", "command": command, "machine": machine_info(),
         "benchmarks": {}, "figures": [],
     }
+    if merge:
+        previous = json.loads((out_dir / "latest.json").read_text(encoding="utf-8"))
+        if previous["mode"] != report["mode"]:
+            raise SystemExit(f"--merge: {out_dir / 'latest.json'} is a {previous['mode']} run, "
+                             f"not {report['mode']}")
+        for record in previous["benchmarks"].values():
+            record.setdefault("date", previous["date"])
+        report.update(date=previous["date"], machine=previous["machine"], benchmarks=previous["benchmarks"],
+                      figures=[f for f in previous["figures"] if f["benchmark"] not in names],
+                      command=f"{previous['command']}; then {command} --merge at {now}")
     for name in names:
         print(f"== {name} ({BENCHMARKS[name]}), load average {load_average()}", flush=True)
         record, figures = run_one(name, quick)
+        record["date"] = now
         report["benchmarks"][name] = record
         report["figures"] += figures
         print(f"   {record['status']} in {record['seconds']:.0f} s, {len(figures)} figures"
               + (f"\n   {record['error'][-600:]}" if record.get("error") else ""), flush=True)
-    report["seconds"] = round(time.perf_counter() - started, 1)
+    order = {name: i for i, name in enumerate(BENCHMARKS)}
+    report["figures"].sort(key=lambda f: order.get(f["benchmark"], len(order)))
+    report["seconds"] = round(time.perf_counter() - started, 1) + (
+        sum(r["seconds"] for n, r in report["benchmarks"].items() if n not in names) if merge else 0)
     report["load_average_end"] = load_average()
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "latest.json").write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
@@ -210,6 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", choices=list(BENCHMARKS), metavar="NAME",
                         help=f"run only these benchmarks (of {', '.join(BENCHMARKS)})")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder of latest.md and latest.json")
+    parser.add_argument("--merge", action="store_true",
+                        help="with --only: replace those sections of the existing latest.json, keep the rest")
     parser.add_argument("--child", choices=list(BENCHMARKS), help=argparse.SUPPRESS)
     parser.add_argument("--child-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -218,7 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = [n for n in BENCHMARKS if args.only is None or n in args.only]
     command = "python -m benchmarks.run" + (" --quick" if args.quick else "") + (
         f" --only {' '.join(args.only)}" if args.only else "")
-    report = run_suite(names, args.quick, args.out, command)
+    if args.merge and not args.only:
+        parser.error("--merge needs --only")
+    report = run_suite(names, args.quick, args.out, command, merge=args.merge)
     return 0 if all(r["status"] == "ok" for r in report["benchmarks"].values()) else 1
 
 
