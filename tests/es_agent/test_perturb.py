@@ -247,6 +247,23 @@ def test_on_the_embedded_model_the_record_is_a_few_percent_of_a_copy(dtype: str,
     assert weights_checksum(model) == checksum
 
 
+def test_tensors_whose_record_is_near_a_copy_are_restored_by_copy_from_then_on() -> None:
+    model = nn.Sequential(nn.Linear(512, 512), nn.LayerNorm(512))
+    with torch.no_grad():
+        model[0].weight.normal_(0.0, 0.02)  # as small as the noise: the record would be a copy
+        model[1].weight.fill_(1.0)  # far larger than the noise: a few percent
+    before = snapshot(model)
+    for seed in range(4):
+        with perturbed(model, seed, 0.01):
+            assert not torch.equal(model[0].weight, before["0.weight"])
+        assert_bit_identical(model, before)
+        assert set(_STATES[model].copies) == {"0.weight"}, "only the small-weight tensor switched to copies"
+    buffer = _STATES[model].copies["0.weight"]
+    with perturbed(model, 9, 0.01):
+        assert _STATES[model].copies["0.weight"] is buffer  # reused, not reallocated
+    assert_bit_identical(model, before)
+
+
 def test_an_interrupted_perturbation_leaves_the_weights_as_they_were(monkeypatch: pytest.MonkeyPatch) -> None:
     model = tiny_qwen()
     before = snapshot(model)
