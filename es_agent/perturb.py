@@ -10,8 +10,9 @@ Modes:
   exit the noise is regenerated and subtracted, and the few elements that rounding would not bring back are
   set from a record made while perturbing (:func:`es_agent.noise.add_noise_undoable_`): bit for bit, without
   a master copy of the weights (on SmolLM2 at sigma 0.01 the record is 6.5 % of the fp32 weights' bytes,
-  17 % in bf16). Where the record comes out above half a copy (weights about as small as the noise, as in a
-  randomly initialised model), that tensor is restored by copy from a reused buffer instead.
+  17 % in bf16). Where the record would come out above half a copy (weights about as small as the noise, as
+  in a randomly initialised model; judged once per tensor on its first block), that tensor is restored by
+  copy from a reused buffer instead.
 - ``"lowrank"``: EGGROLL-style rank-``r`` noise added inside ``nn.Linear`` forwards; weights are never
   written, and :func:`perturbed_batch` evaluates several members in one forward (:mod:`es_agent.lowrank`).
 
@@ -45,6 +46,7 @@ from es_agent.noise import (
     PerturbationError,
     add_noise_,
     add_noise_undoable_,
+    block_capacity,
     merge_pairs,
     undo_noise_,
 )
@@ -136,12 +138,14 @@ def select_parameters(model: nn.Module, params: ParamSpec = None) -> list[Select
 class _ModelState:
     active: bool = False
     copies: dict[str, torch.Tensor] = field(default_factory=dict)
-    """Reused restore buffers of the tensors whose undo record came out near a full copy (weights about as
-    small as the noise, as in a randomly initialised model): those are restored by copy instead."""
+    """Reused restore buffers of the tensors whose undo record would come out near a full copy (weights about
+    as small as the noise, as in a randomly initialised model): those are restored by copy instead."""
+    by_undo: set[str] = field(default_factory=set)
+    """Tensors restored with an undo record."""
 
 
 _COPY_SHARE = 0.5
-"""A tensor whose undo record exceeds this share of its bytes is restored by copy from then on."""
+"""A tensor whose first block's undo record exceeds this share of the block's bytes is restored by copy."""
 
 
 _STATES: weakref.WeakKeyDictionary[nn.Module, _ModelState] = weakref.WeakKeyDictionary()
@@ -232,13 +236,11 @@ def _perturb_one(state: _ModelState, sp: SelectedParam, pairs: list[tuple[int, f
                  ) -> NoiseUndo | torch.Tensor:
     """Add the noise to one tensor; returns what restores it (an undo record, or the copy buffer)."""
     flat = _flat(sp)
+    if sp.name not in state.copies and sp.name not in state.by_undo:
+        _choose_restore(state, sp, flat, pairs)
     copy = state.copies.get(sp.name)
     if copy is None:
-        undo = add_noise_undoable_(flat, sp.index, pairs)
-        if undo.nbytes > _COPY_SHARE * flat.numel() * flat.element_size():
-            state.copies[sp.name] = torch.empty(sp.param.shape, dtype=sp.param.dtype, device="cpu",
-                                                pin_memory=sp.param.is_cuda)
-        return undo
+        return add_noise_undoable_(flat, sp.index, pairs)
     copy.copy_(sp.param.detach())
     try:
         add_noise_(flat, sp.index, pairs)
@@ -246,6 +248,20 @@ def _perturb_one(state: _ModelState, sp: SelectedParam, pairs: list[tuple[int, f
         sp.param.detach().copy_(copy)
         raise
     return copy
+
+
+def _choose_restore(state: _ModelState, sp: SelectedParam, flat: torch.Tensor,
+                    pairs: list[tuple[int, float]]) -> None:
+    """Decide, once per tensor, between the undo record and a copy buffer, from the record of its first block
+    (perturbed and restored here, bit for bit)."""
+    head = flat[:min(block_capacity(flat.device), flat.numel())]
+    probe = add_noise_undoable_(head, sp.index, pairs)
+    undo_noise_(head, sp.index, pairs, probe)
+    if probe.nbytes > _COPY_SHARE * head.numel() * head.element_size():
+        state.copies[sp.name] = torch.empty(sp.param.shape, dtype=sp.param.dtype, device="cpu",
+                                            pin_memory=sp.param.is_cuda)
+    else:
+        state.by_undo.add(sp.name)
 
 
 @contextmanager
