@@ -167,16 +167,19 @@ def add_noise_(flat: torch.Tensor, index: int, pairs: Sequence[tuple[int, float]
 
 @dataclass
 class NoiseUndo:
-    """What undoing :func:`add_noise_undoable_` needs besides the seeds: the elements of each block that
-    subtracting the noise again would not bring back bit for bit (fp rounding), as ``(block start, positions
-    in the block or None for the whole block, original values)``."""
+    """What undoing :func:`add_noise_undoable_` needs besides the seeds: the elements that subtracting the
+    noise again would not bring back bit for bit (fp rounding): their positions in the tensor and original
+    values, in one contiguous pair of tensors (few long-lived allocations), plus whole blocks kept as they
+    were where most of a block would be listed (``(start, values)``)."""
 
-    blocks: list[tuple[int, torch.Tensor | None, torch.Tensor]] = field(default_factory=list)
+    positions: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.int32))
+    values: torch.Tensor = field(default_factory=lambda: torch.empty(0))
+    dense: list[tuple[int, torch.Tensor]] = field(default_factory=list)
 
     @property
     def nbytes(self) -> int:
         """Bytes held (positions and values)."""
-        return sum((0 if pos is None else pos.nbytes) + vals.nbytes for _, pos, vals in self.blocks)
+        return self.positions.nbytes + self.values.nbytes + sum(v.nbytes for _, v in self.dense)
 
 
 _DENSE_FRACTION = 0.25
@@ -192,7 +195,10 @@ def add_noise_undoable_(flat: torch.Tensor, index: int, pairs: Sequence[tuple[in
     by construction. Memory: the record (a few percent of the tensor) instead of a copy of it, plus three
     block buffers. If the addition is interrupted, the blocks done so far are undone before re-raising.
     """
-    undo = NoiseUndo()
+    dense: list[tuple[int, torch.Tensor]] = []
+    positions: list[torch.Tensor] = []
+    values: list[torch.Tensor] = []
+    index_dtype = torch.int32 if flat.numel() < 2**31 else torch.int64
     done = 0
     try:
         original = torch.empty(min(block_capacity(flat.device), flat.numel()), dtype=flat.dtype,
@@ -210,19 +216,31 @@ def add_noise_undoable_(flat: torch.Tensor, index: int, pairs: Sequence[tuple[in
                 wrong = back.view(bits) != orig.view(bits)
                 n_wrong = int(wrong.sum())
                 if n_wrong > _DENSE_FRACTION * (stop - start):
-                    undo.blocks.append((start, None, orig.clone()))
+                    dense.append((start, orig.clone()))
                 elif n_wrong:
-                    positions = wrong.nonzero().squeeze(1).to(torch.int32)
-                    undo.blocks.append((start, positions, orig[positions]))
+                    local = wrong.nonzero().squeeze(1)
+                    values.append(orig[local])
+                    positions.append(local.add_(start).to(index_dtype))
             except BaseException:
                 dst.copy_(orig)
                 raise
             done = stop
     except BaseException:
         if done:
-            undo_noise_(flat[:done], index, pairs, undo)
+            undo_noise_(flat[:done], index, pairs, _gather(positions, values, dense, flat, index_dtype))
         raise
-    return undo
+    return _gather(positions, values, dense, flat, index_dtype)
+
+
+def _gather(positions: list[torch.Tensor], values: list[torch.Tensor], dense: list[tuple[int, torch.Tensor]],
+            flat: torch.Tensor, index_dtype: torch.dtype) -> NoiseUndo:
+    if not positions:
+        return NoiseUndo(torch.empty(0, dtype=index_dtype, device=flat.device),
+                         torch.empty(0, dtype=flat.dtype, device=flat.device), dense)
+    out = NoiseUndo(torch.cat(positions), torch.cat(values), dense)
+    positions.clear()
+    values.clear()
+    return out
 
 
 def undo_noise_(flat: torch.Tensor, index: int, pairs: Sequence[tuple[int, float]], undo: NoiseUndo) -> None:
@@ -232,13 +250,11 @@ def undo_noise_(flat: torch.Tensor, index: int, pairs: Sequence[tuple[int, float
         dst = flat[start:stop]
         _subtract_block(dst, acc, out=dst)
     n = flat.numel()
-    for start, positions, values in undo.blocks:
-        if start >= n:
-            continue
-        if positions is None:
+    for start, values in undo.dense:
+        if start < n:
             flat[start:start + values.numel()].copy_(values)
-        else:
-            flat[start:].index_copy_(0, positions.long(), values)
+    if undo.positions.numel():
+        flat.index_copy_(0, undo.positions.long(), undo.values)
 
 
 _BITS = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16,
