@@ -196,9 +196,7 @@ def add_noise_undoable_(flat: torch.Tensor, index: int, pairs: Sequence[tuple[in
     block buffers. If the addition is interrupted, the blocks done so far are undone before re-raising.
     """
     dense: list[tuple[int, torch.Tensor]] = []
-    positions: list[torch.Tensor] = []
-    values: list[torch.Tensor] = []
-    index_dtype = torch.int32 if flat.numel() < 2**31 else torch.int64
+    record = _Record(flat, torch.int32 if flat.numel() < 2**31 else torch.int64)
     done = 0
     try:
         original = torch.empty(min(block_capacity(flat.device), flat.numel()), dtype=flat.dtype,
@@ -219,27 +217,49 @@ def add_noise_undoable_(flat: torch.Tensor, index: int, pairs: Sequence[tuple[in
                     dense.append((start, orig.clone()))
                 elif n_wrong:
                     local = wrong.nonzero().squeeze(1)
-                    values.append(orig[local])
-                    positions.append(local.add_(start).to(index_dtype))
+                    kept = orig[local]
+                    record.append(local.add_(start), kept)
             except BaseException:
                 dst.copy_(orig)
                 raise
             done = stop
     except BaseException:
         if done:
-            undo_noise_(flat[:done], index, pairs, _gather(positions, values, dense, flat, index_dtype))
+            undo_noise_(flat[:done], index, pairs, record.finish(dense))
         raise
-    return _gather(positions, values, dense, flat, index_dtype)
+    return record.finish(dense)
 
 
-def _gather(positions: list[torch.Tensor], values: list[torch.Tensor], dense: list[tuple[int, torch.Tensor]],
-            flat: torch.Tensor, index_dtype: torch.dtype) -> NoiseUndo:
-    if not positions:
-        return NoiseUndo(torch.empty(0, dtype=index_dtype, device=flat.device),
-                         torch.empty(0, dtype=flat.dtype, device=flat.device), dense)
-    out = NoiseUndo(torch.cat(positions), torch.cat(values), dense)
-    positions.clear()
-    values.clear()
+class _Record:
+    """Positions and values of an undo record, appended block by block into buffers that grow by doubling (a
+    handful of allocations per tensor: many small ones fragment the heap and inflate resident memory)."""
+
+    def __init__(self, flat: torch.Tensor, index_dtype: torch.dtype) -> None:
+        self.positions = torch.empty(0, dtype=index_dtype, device=flat.device)
+        self.values = torch.empty(0, dtype=flat.dtype, device=flat.device)
+        self.n = 0
+
+    def append(self, positions: torch.Tensor, values: torch.Tensor) -> None:
+        k = positions.numel()
+        if self.n + k > self.positions.numel():
+            capacity = max(2 * self.positions.numel(), self.n + k, 1 << 16)
+            self.positions = _grown(self.positions, capacity, self.n)
+            self.values = _grown(self.values, capacity, self.n)
+        self.positions[self.n:self.n + k].copy_(positions)
+        self.values[self.n:self.n + k].copy_(values)
+        self.n += k
+
+    def finish(self, dense: list[tuple[int, torch.Tensor]]) -> NoiseUndo:
+        """The record, trimmed to its length (one copy when the buffers were much larger)."""
+        positions, values = self.positions[:self.n], self.values[:self.n]
+        if self.n < self.positions.numel() // 2:
+            positions, values = positions.clone(), values.clone()
+        return NoiseUndo(positions, values, dense)
+
+
+def _grown(buffer: torch.Tensor, capacity: int, keep: int) -> torch.Tensor:
+    out = torch.empty(capacity, dtype=buffer.dtype, device=buffer.device)
+    out[:keep].copy_(buffer[:keep])
     return out
 
 
