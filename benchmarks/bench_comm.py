@@ -21,8 +21,6 @@ Goal: flat in model size (bytes of the 0.5B model / bytes of the tiny model with
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import random
 import string
@@ -40,6 +38,7 @@ from benchmarks.common import (
     param_count,
     print_figures,
     rnd,
+    run_as_script,
     skipped,
 )
 
@@ -202,10 +201,4 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny and embedded models, P = 8 only")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
-    args = parser.parse_args()
-    result = main(args.quick)
-    if args.json:
-        print(json.dumps(result, indent=1))
+    run_as_script(main, __doc__, "tiny and embedded models, P = 8 only")

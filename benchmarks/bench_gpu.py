@@ -13,8 +13,6 @@ admin-grid observations, wall seconds) and batched low-rank vs sequential full-r
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from typing import Any
 
@@ -24,6 +22,7 @@ from benchmarks.common import (
     print_figures,
     recorded_trajectory,
     rnd,
+    run_as_script,
     run_isolated,
     skipped,
 )
@@ -83,10 +82,4 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="embedded model only, one repetition")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
-    args = parser.parse_args()
-    result = main(args.quick)
-    if args.json:
-        print(json.dumps(result, indent=1))
+    run_as_script(main, __doc__, "embedded model only, one repetition")

@@ -13,8 +13,6 @@ benchmarks.bench_noise [--quick]``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import statistics
 import time
@@ -25,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from benchmarks.common import run_as_script
 from es_agent.noise import CHUNK_SIZE, NoiseStream, block_bounds, block_capacity
 from es_agent.perturb import apply_update, perturbed, perturbed_batch, weights_checksum
 
@@ -275,10 +274,4 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions and smaller draws")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
-    args = parser.parse_args()
-    result = main(args.quick)
-    if args.json:
-        print(json.dumps(result, indent=1))
+    run_as_script(main, __doc__, "fewer repetitions and smaller draws")

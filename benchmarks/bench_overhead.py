@@ -29,8 +29,6 @@ seeds). ``python -m benchmarks.bench_overhead [--quick]``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from collections import defaultdict
 from typing import Any
@@ -42,6 +40,7 @@ from benchmarks.common import (
     median,
     print_figures,
     rnd,
+    run_as_script,
     run_isolated,
     skipped,
     spread,
@@ -287,10 +286,4 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="embedded model only, one repetition")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
-    args = parser.parse_args()
-    result = main(args.quick)
-    if args.json:
-        print(json.dumps(result, indent=1))
+    run_as_script(main, __doc__, "embedded model only, one repetition")

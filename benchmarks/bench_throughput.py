@@ -29,8 +29,6 @@ Method.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import time
 from pathlib import Path
@@ -44,6 +42,7 @@ from benchmarks.common import (
     print_figures,
     recorded_trajectory,
     rnd,
+    run_as_script,
     spread,
     timed,
     torch_threads,
@@ -367,10 +366,4 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer tasks and repetitions, toy env scaling")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
-    args = parser.parse_args()
-    result = main(args.quick)
-    if args.json:
-        print(json.dumps(result, indent=1))
+    run_as_script(main, __doc__, "fewer tasks and repetitions, toy env scaling")

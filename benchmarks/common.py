@@ -402,3 +402,17 @@ def _child_main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(_child_main())
+
+
+def run_as_script(main: Callable[[bool], list[dict[str, Any]]], doc: str, quick_help: str) -> None:
+    """The command line of a benchmark module: ``python -m benchmarks.bench_X [--quick] [--json]``."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    args = parser.parse_args()
+    result = main(args.quick)
+    if args.json:
+        print(json.dumps(result, indent=1))
