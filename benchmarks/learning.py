@@ -58,11 +58,19 @@ def run_training(config: Path, run_dir: Path, overrides: Sequence[str]) -> float
     return time.perf_counter() - started
 
 
-def score(run_dir: Path, tasks: Sequence[int | str], label: str, baseline: bool) -> dict[str, Any]:
-    """The centre (and, with ``baseline``, the starting point) of a finished run on explicit tasks."""
-    from cotrain.evaluate import evaluate_run
+def score(run_dir: Path, train: Sequence[int | str], heldout: Sequence[int | str],
+          baseline: bool) -> dict[str, dict[str, Any]]:
+    """The centre (and, with ``baseline``, the starting point) of a finished run on its training and held-out
+    tasks, in one evaluation (one model load and one set of sites for both task sets):
+    ``{"centre" | "baseline": {"train": summary, "heldout": summary, "genome": ...}}``."""
+    from cotrain.evaluate import evaluate_run, summarise_rewards
 
-    return evaluate_run(run_dir, tasks=list(tasks), split=label, baseline=baseline, write=False)
+    report = evaluate_run(run_dir, tasks=[*train, *heldout], split="train+heldout", baseline=baseline,
+                          write=False)
+    return {who: {"train": summarise_rewards(train, report[who]["rewards"]),
+                  "heldout": summarise_rewards(heldout, report[who]["rewards"]),
+                  "genome": report[who].get("genome")}
+            for who in ("centre", "baseline") if who in report}
 
 
 def run_tasks_of(run_dir: Path) -> tuple[list[Any], list[Any]]:
@@ -180,20 +188,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not heldout:
                 raise SystemExit(f"{run_dir}: the config names no held-out tasks (set eval.tasks, "
                                  "eval.templates or eval.split)")
-            on_train = score(run_dir, train_tasks, "train", baseline=start is None)
-            on_heldout = score(run_dir, heldout, "heldout", baseline=start is None)
+            scored = score(run_dir, train_tasks, heldout, baseline=start is None)
             if start is None:
-                start = {"train": on_train["baseline"]["success_rate"],
-                         "heldout": on_heldout["baseline"]["success_rate"],
-                         "genome": on_train["baseline"]["genome"],
-                         "train_rewards": on_train["baseline"].get("rewards"),
-                         "heldout_rewards": on_heldout["baseline"].get("rewards")}
+                base = scored["baseline"]
+                start = {"train": base["train"]["success_rate"], "heldout": base["heldout"]["success_rate"],
+                         "genome": base["genome"], "train_rewards": base["train"]["rewards"],
+                         "heldout_rewards": base["heldout"]["rewards"]}
+            centre = scored["centre"]
             runs.append({"mode": mode, "seed": seed, "run_dir": str(run_dir), "curve": curve_of(run_dir),
-                         "train": on_train["centre"]["success_rate"],
-                         "heldout": on_heldout["centre"]["success_rate"],
-                         "train_rewards": on_train["centre"].get("rewards"),
-                         "heldout_rewards": on_heldout["centre"].get("rewards"),
-                         "genome": on_train["centre"].get("genome"), "train_seconds": seconds})
+                         "train": centre["train"]["success_rate"],
+                         "heldout": centre["heldout"]["success_rate"],
+                         "train_rewards": centre["train"]["rewards"],
+                         "heldout_rewards": centre["heldout"]["rewards"],
+                         "genome": centre["genome"], "train_seconds": seconds})
             print(f"{mode} seed {seed}: curve {runs[-1]['curve']} centre train {runs[-1]['train']:.2f} "
                   f"held-out {runs[-1]['heldout']:.2f} (start {start['train']:.2f} / {start['heldout']:.2f})",
                   flush=True)

@@ -80,11 +80,13 @@ def _score(run: RunDir, state: RunState, tasks: Sequence[TaskId],
         rewards = problem.evaluate_centre(tasks, prompt_ids, env_seed=run.config.eval.env_seed)
     finally:
         problem.close()
-    return _summary(tasks, rewards)
+    return summarise_rewards(tasks, rewards)
 
 
-def _summary(tasks: Sequence[TaskId], rewards: Mapping[TaskId, float]) -> dict[str, Any]:
-    values = [float(rewards[t]) for t in tasks]
+def summarise_rewards(tasks: Sequence[TaskId], rewards: Mapping[TaskId, float]) -> dict[str, Any]:
+    """Success rate (reward 1), mean reward and per-task rewards of ``tasks`` (keys may be ids or strings)."""
+    rewards = {str(t): v for t, v in rewards.items()}
+    values = [float(rewards[str(t)]) for t in tasks]
     return {"success_rate": sum(v >= 1.0 for v in values) / len(values),
             "reward_mean": sum(values) / len(values),
             "rewards": {str(t): v for t, v in zip(tasks, values, strict=True)}}
@@ -108,6 +110,6 @@ def _evaluate_export(run: RunDir, state: RunState, export_dir: Path,
         rewards = problem.evaluate_centre(tasks, best["prompt_ids"], env_seed=cfg.eval.env_seed)
     finally:
         problem.close()
-    out = _summary(tasks, rewards)
+    out = summarise_rewards(tasks, rewards)
     out.update(source=f"export {export_dir}", generation=best.get("generation"), genome=best.get("genome"))
     return out
