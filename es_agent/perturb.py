@@ -21,9 +21,9 @@ Tensor index. The noise of a tensor is keyed by its position among the selected 
 processes that evaluate and update.
 
 State. The one piece of module-level state is ``_STATES``, a ``WeakKeyDictionary`` from a model to an "is
-perturbed" flag (perturbations do not nest, and updates wait for them) and the copy buffers above. Weights
-written inside a ``perturbed(...)`` block cannot be restored exactly: the block raises ``PerturbationError``
-naming them. Not thread-safe per model.
+perturbed" flag (perturbations do not nest, and updates wait for them) and how each tensor is restored.
+Weights written inside a ``perturbed(...)`` block cannot be restored exactly: the block raises
+``PerturbationError`` naming them. Not thread-safe per model.
 """
 
 from __future__ import annotations
@@ -137,11 +137,10 @@ def select_parameters(model: nn.Module, params: ParamSpec = None) -> list[Select
 @dataclass
 class _ModelState:
     active: bool = False
-    copies: dict[str, torch.Tensor] = field(default_factory=dict)
-    """Reused restore buffers of the tensors whose undo record would come out near a full copy (weights about
-    as small as the noise, as in a randomly initialised model): those are restored by copy instead."""
-    by_undo: set[str] = field(default_factory=set)
-    """Tensors restored with an undo record."""
+    restore: dict[str, torch.Tensor | None] = field(default_factory=dict)
+    """How each tensor perturbed so far is restored: ``None``, with an undo record; a tensor, by copy from
+    this reused buffer (where the record would come out near a full copy: weights about as small as the
+    noise, as in a randomly initialised model)."""
 
 
 _COPY_SHARE = 0.5
@@ -236,9 +235,9 @@ def _perturb_one(state: _ModelState, sp: SelectedParam, pairs: list[tuple[int, f
                  ) -> NoiseUndo | torch.Tensor:
     """Add the noise to one tensor; returns what restores it (an undo record, or the copy buffer)."""
     flat = _flat(sp)
-    if sp.name not in state.copies and sp.name not in state.by_undo:
-        _choose_restore(state, sp, flat, pairs)
-    copy = state.copies.get(sp.name)
+    if sp.name not in state.restore:
+        state.restore[sp.name] = _choose_restore(sp, flat, pairs)
+    copy = state.restore[sp.name]
     if copy is None:
         return add_noise_undoable_(flat, sp.index, pairs)
     copy.copy_(sp.param.detach())
@@ -250,18 +249,16 @@ def _perturb_one(state: _ModelState, sp: SelectedParam, pairs: list[tuple[int, f
     return copy
 
 
-def _choose_restore(state: _ModelState, sp: SelectedParam, flat: torch.Tensor,
-                    pairs: list[tuple[int, float]]) -> None:
-    """Decide, once per tensor, between the undo record and a copy buffer, from the record of its first block
-    (perturbed and restored here, bit for bit)."""
+def _choose_restore(sp: SelectedParam, flat: torch.Tensor, pairs: list[tuple[int, float]],
+                    ) -> torch.Tensor | None:
+    """Decide, once per tensor, between the undo record (``None``) and a copy buffer (returned), from the
+    record of its first block (perturbed and restored here, bit for bit)."""
     head = flat[:min(block_capacity(flat.device), flat.numel())]
     probe = add_noise_undoable_(head, sp.index, pairs)
     undo_noise_(head, sp.index, pairs, probe)
     if probe.nbytes > _COPY_SHARE * head.numel() * head.element_size():
-        state.copies[sp.name] = torch.empty(sp.param.shape, dtype=sp.param.dtype, device="cpu",
-                                            pin_memory=sp.param.is_cuda)
-    else:
-        state.by_undo.add(sp.name)
+        return torch.empty(sp.param.shape, dtype=sp.param.dtype, device="cpu", pin_memory=sp.param.is_cuda)
+    return None
 
 
 @contextmanager
