@@ -12,8 +12,9 @@ Rule differences (``EvalContext.rules``):
 - ``"webarena"``: the selected text is ``html.unescape``d; ``must_include`` is a plain substring test
   (WebArena passes ``tokenize=False`` here); ``required_contents.fuzzy_match`` does not exist in WebArena and
   is judged like string_match's fuzzy_match (one judge call per item, product).
-- ``"webarena_lite"``: no ``html.unescape``; ``must_include`` uses the single-word token rule;
-  ``fuzzy_match`` items are joined with ``", "`` into one judge call.
+- ``"webarena_lite"``: no ``html.unescape``; ``must_include`` uses string_match's Lite rule (a single-word
+  reference must be a word token of the text or a piece of one that contains "/": ``Costco/Waterfront``
+  includes "Costco"); ``fuzzy_match`` items are joined with ``", "`` into one judge call.
 - both: `` |OR| `` alternatives in ``must_include`` items; a JS locator that throws in the page selects
   ``""`` (the page is wrong: the agent's fault); ``prep_actions`` stop at the first that throws, silently.
 

@@ -9,7 +9,8 @@ behaviour:
 - ``must_include`` single-token rule: ``"webarena"`` matches the reference against the answer's word tokens
   only when the reference list has ONE item and the cleaned reference is ONE CHARACTER (WebArena tests
   ``len(clean_ref) == 1``, e.g. "0"); ``"webarena_lite"`` does so whenever the reference is a single word
-  token ("yjlou", "2"); otherwise both test substrings.
+  token ("yjlou", "2"), and also matches the pieces of any answer token that contains "/" ("primer/design"
+  gives "design"); otherwise both test substrings. Word tokens are nltk's ``word_tokenize``, as in both.
 - `` |OR| `` inside a ``must_include`` item: literal text under ``"webarena"``; alternatives (any suffices)
   under ``"webarena_lite"``.
 - ``fuzzy_match`` list: ``"webarena"`` asks the judge once per reference and multiplies; ``"webarena_lite"``
@@ -21,12 +22,13 @@ score *replaces* the running product, as in WebArena. Approaches apply in file o
 
 Deviations from both: an episode without ``stop`` is scored with answer ``""`` (WebArena appends an empty stop
 action); an empty answer against a non-empty fuzzy reference scores 0 without a judge call (as WebArena's
-later code does); tokenisation is a small Treebank-like regex tokenizer instead of nltk's ``word_tokenize``.
+later code does); ``word_tokenize`` runs on the whole answer (``preserve_line=True``: nltk's punkt sentence
+splitter needs downloaded data), so a period that ends a sentence inside the answer stays on its token
+("2. Then" gives "2.", where the official code's punkt split may give "2", ".").
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,25 +41,20 @@ if TYPE_CHECKING:  # pragma: no cover
 
 OR_SEP = " |OR| "
 
-# A Treebank-like tokenizer (what nltk's word_tokenize does after sentence splitting, simplified): quotes,
-# brackets, ;@#$%&?! and commas/colons before a non-digit are split off; a final period is split off; internal
-# punctuation (1,000  25.99  n/a  b.com  e-mail) stays inside the token.
-_SPLIT_ALWAYS = re.compile(r"""([;@#$%&?!\[\](){}<>"`]|--)""")
-_SPLIT_COMMA = re.compile(r"([:,])(?=\D|$)")
-
 
 def word_tokenize(text: str) -> list[str]:
-    """Split ``text`` into word tokens roughly as nltk's ``word_tokenize`` (no data download)."""
-    text = _SPLIT_ALWAYS.sub(r" \1 ", text)
-    text = _SPLIT_COMMA.sub(r" \1 ", text)
-    tokens: list[str] = []
-    for token in text.split():
-        if token.startswith("'") and len(token) > 1:
-            tokens.extend(["'", token[1:]])
-        else:
-            tokens.append(token)
-    if tokens and len(tokens[-1]) > 1 and tokens[-1].endswith("."):
-        tokens[-1:] = [tokens[-1][:-1], "."]
+    """nltk's ``word_tokenize`` of ``text`` as one line (no sentence split, so no data download)."""
+    from nltk.tokenize import word_tokenize as nltk_word_tokenize  # imported on first use: nltk is slow
+
+    return nltk_word_tokenize(text, preserve_line=True)
+
+
+def answer_tokens(text: str, rules: EvalRules) -> list[str]:
+    """The tokens a single-token reference is looked up in: word tokens, plus (WebArena-Lite) the pieces of
+    every token that contains "/"."""
+    tokens = word_tokenize(text)
+    if rules == "webarena_lite":
+        tokens += [piece for token in tokens if "/" in token for piece in token.split("/")]
     return tokens
 
 
@@ -87,7 +84,7 @@ def must_include(ref: str, pred: str, *, tokenize: bool, rules: EvalRules = "web
     else:
         single = len(word_tokenize(clean_ref)) == 1
     if single:
-        return float(clean_ref in word_tokenize(clean_pred))
+        return float(clean_ref in answer_tokens(clean_pred, rules))
     return float(clean_ref in clean_pred)
 
 

@@ -3,11 +3,13 @@
 ``reference_url`` may list alternatives joined by `` |OR| ``; placeholders are resolved with
 ``EvalContext.sites``. The rule (``url_note``) and its default differ between the rule sets:
 
-``"webarena"`` (WebArena ``URLEvaluator``): default rule ``"GOLD in PRED"``. URLs lose trailing slashes; the
-base (``netloc + path``) of some reference must be a substring of the page's base, and for every query key of
-the references (pooled over all alternatives, as WebArena does) one of its reference values must be among the
-page's values for that key (``parse_qs``, so percent-decoded). ``"EXACT"`` (unknown to WebArena, which raises)
-is accepted as an exact comparison of the cleaned URLs.
+``"webarena"`` (WebArena ``URLEvaluator``): default rule ``"GOLD in PRED"``. Each whole URL loses its
+trailing slashes, and nothing else does: a "/" before ``?query`` stays, so the base of ``.../issues/?q=x`` is
+``.../issues/``, not a substring of ``.../issues``. The base (``netloc + path``) of some reference must be a
+substring of the page's base, and for every query key of the references (pooled over all alternatives, as
+WebArena does) one of its reference values must be among the page's values for that key (``parse_qs``, so
+percent-decoded). ``"EXACT"`` (unknown to WebArena, which raises) is accepted as an exact comparison of the
+cleaned URLs.
 
 ``"webarena_lite"`` (VisualAgentBench ``URLExactEvaluator``): ``localhost`` is rewritten to ``127.0.0.1`` and
 one trailing slash dropped; default rule ``"EXACT"`` (the page URL equals one of the references); ``"GOLD in
@@ -36,8 +38,10 @@ def _clean(url: str, rules: EvalRules) -> str:
 
 
 def _parse(url: str) -> tuple[str, dict[str, list[str]]]:
+    """WebArena's base (``netloc + path``, kept as it is: only the whole URL lost its trailing slashes) and
+    query of an already cleaned URL."""
     parsed = urllib.parse.urlparse(url)
-    return (parsed.netloc + parsed.path).rstrip("/"), urllib.parse.parse_qs(parsed.query)
+    return parsed.netloc + parsed.path, urllib.parse.parse_qs(parsed.query)
 
 
 def url_score(pred_url: str, ref_urls: list[str], url_note: str | None, rules: EvalRules) -> float:

@@ -88,6 +88,21 @@ def test_single_token_rule_differs(fake_sites, eval_page, task_factory):
     assert run(task, eval_page, fake_sites.urls, rules="webarena_lite").score == 0.0  # tokens: $, 15.00
 
 
+@pytest.mark.parametrize(("text", "webarena", "lite"), [
+    ("Costco/Waterfront Drive West", 1.0, 1.0),    # Lite: the pieces of a token with "/" count
+    ("Costcos/Waterfront Drive West", 1.0, 0.0),   # WebArena: substring; Lite: no whole token "costco"
+    ("Costco's, Waterfront Drive West", 1.0, 1.0),  # nltk splits the possessive
+])
+def test_must_include_slash_and_token_rules(fake_sites, eval_page, task_factory, text, webarena, lite):
+    shop = fake_sites.shopping
+    shop.page("/place", f"<div id='sidebar_content'>{text}</div>")
+    eval_page.goto(f"{shop.url}/place")
+    task = html_task(task_factory, [check(locator="document.querySelector('#sidebar_content').outerText",
+                                          must_include=["Costco", "Waterfront Drive West"])])
+    assert run(task, eval_page, fake_sites.urls).score == webarena
+    assert run(task, eval_page, fake_sites.urls, rules="webarena_lite").score == lite
+
+
 def test_failing_locator_selects_empty(fake_sites, eval_page, task_factory):
     shop = fake_sites.shopping
     shop.page("/mug.html", PRODUCT)

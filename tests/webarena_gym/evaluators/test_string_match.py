@@ -26,9 +26,52 @@ def string_task(factory, answers, **eval_fields):
     ("there are 10 items.", ["there", "are", "10", "items", "."]),
     ("$25.99, 1,000 units", ["$", "25.99", ",", "1,000", "units"]),
     ("n/a: e-mail a@b.com (yes)", ["n/a", ":", "e-mail", "a", "@", "b.com", "(", "yes", ")"]),
+    ("yjlou's", ["yjlou", "'s"]),
+    ("i cannot, it isn't", ["i", "can", "not", ",", "it", "is", "n't"]),
+    ("**2**... 2—3 it is 2'", ["*", "*", "2", "*", "*", "...", "2", "—", "3", "it", "is", "2", "'"]),
 ])
 def test_word_tokenize_follows_treebank_splits(text, tokens):
     assert word_tokenize(text) == tokens
+
+
+@pytest.mark.parametrize("text", ["I found that '2' is the answer", "“6”", "a11yproject.com, primer/design",
+                                  'he said "2" -- then... 3 * 4'])
+def test_word_tokenize_is_nltks_without_sentence_split(text):
+    """The official evaluators call nltk's word_tokenize; here it runs on the whole line (no punkt data)."""
+    import nltk
+
+    assert word_tokenize(text) == nltk.word_tokenize(text, preserve_line=True)
+
+
+# (references, answer, score under "webarena", score under "webarena_lite")
+TOKEN_CASES = [
+    (["2"], "I found that '2' is the answer", 1.0, 1.0),   # WebArena task 12: quotes split off
+    (["6"], "“6”", 1.0, 1.0),                              # task 11: curly quotes split off
+    (["yjlou"], "yjlou's", 1.0, 1.0),                      # possessive 's (a substring under WebArena)
+    (["is"], "It isn't", 1.0, 1.0),                        # n't
+    (["can"], "I cannot", 1.0, 1.0),                       # cannot = can + not
+    (["2"], "pages 2—3", 1.0, 1.0),                        # a dash between numbers
+    (["2"], "**2**", 1.0, 1.0),                            # markdown bold
+    (["2"], "2...", 1.0, 1.0),                             # an ellipsis
+    (["2"], "it is 2'", 1.0, 1.0),                         # a trailing quote
+    (["2"], "12 items", 0.0, 0.0),                         # still a whole token, not a substring
+    (["design"], "designer", 1.0, 0.0),                    # WebArena: substring (not one character)
+]
+
+# WebArena-Lite also matches the pieces of any answer token that contains "/"; WebArena does not.
+SLASH_CASES = [
+    (["a11yproject.com", "design"], "a11yproject.com, Primer/design", 1.0, 1.0),  # Lite task 43
+    (["design"], "Primer/design", 1.0, 1.0),               # WebArena: a substring anyway
+    (["2"], "1/2", 0.0, 1.0),                              # WebArena: one-character token rule, no split
+    (["2"], "1/23", 0.0, 0.0),
+]
+
+
+@pytest.mark.parametrize("rules", ["webarena", "webarena_lite"])
+@pytest.mark.parametrize(("refs", "answer", "webarena", "lite"), TOKEN_CASES + SLASH_CASES)
+def test_must_include_token_rules(task_factory, rules, refs, answer, webarena, lite):
+    task = string_task(task_factory, {"must_include": refs})
+    assert score(task, answer, rules=rules).score == (webarena if rules == "webarena" else lite)
 
 
 def test_clean_answer_rules():

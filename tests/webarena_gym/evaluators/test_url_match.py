@@ -43,6 +43,23 @@ def test_lite_rules(pred, refs, note, expected):
     assert url_score(pred, refs, note, "webarena_lite") == expected
 
 
+ISSUES = "http://127.0.0.1:8023/a11yproject/a11yproject.com/-/issues"
+
+
+@pytest.mark.parametrize(("pred", "ref", "webarena", "lite"), [
+    # WebArena task 45: a "/" before the query stays part of the reference's base path
+    (f"{ISSUES}?sort=created_asc&state=opened", f"{ISSUES}/?sort=created_asc&state=opened", 0.0, 0.0),
+    (f"{ISSUES}/?sort=created_asc&state=opened", f"{ISSUES}?sort=created_asc&state=opened", 1.0, 0.0),
+    (f"{ISSUES}/?sort=created_asc&state=opened", f"{ISSUES}/?sort=created_asc&state=opened", 1.0, 1.0),
+    # only the end of the whole URL loses its slashes (WebArena: all of them, Lite: one)
+    (ISSUES, f"{ISSUES}//", 1.0, 0.0),
+    (f"{ISSUES}//", f"{ISSUES}/", 1.0, 1.0),
+])
+def test_trailing_slash_rules(pred, ref, webarena, lite):
+    assert url_score(pred, [ref], "GOLD in PRED", "webarena") == webarena
+    assert url_score(pred, [ref], "GOLD in PRED", "webarena_lite") == lite
+
+
 def test_webarena_accepts_exact():
     assert url_score(f"{BASE}/a/", [f"{BASE}/a"], "EXACT", "webarena") == 1.0
     assert url_score(f"{BASE}/a/b", [f"{BASE}/a"], "EXACT", "webarena") == 0.0
