@@ -24,14 +24,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from webarena_gym.sites import web
 from webarena_gym.sites.db import DATABASES
+from webarena_gym.sites.web import MAX_HEAD_BYTES
 
 HOST = "127.0.0.1"
 SITE_KEYS: tuple[str, ...] = ("shopping", "shopping_admin", "reddit")
 TOKEN_ENV = "ESOPT_SITES_TOKEN"
 PARENT_POLL_S = 0.5
+LINGER_S = 2.0
+"""How long a connection refused for its head keeps reading (and dropping) what the client still sends."""
 
 
 class _Server(uvicorn.Server):
@@ -40,6 +44,44 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+
+class _Protocol(H11Protocol):
+    """uvicorn's h11 protocol, answering an oversized request head with 431 instead of a reset connection.
+
+    A head that arrives whole is checked by :class:`~webarena_gym.sites.web.RequestGuard`; one that does not
+    (h11 buffers at most :data:`MAX_HEAD_BYTES` of it) fails to parse here. uvicorn answers any unparsable
+    request with 400 and closes at once; with a large head still arriving,
+    closing a socket that holds unread data sends a TCP reset and the client never sees the answer. Here an
+    over-long head gets ``431 Request Header Fields Too Large``, then the connection reads and drops the rest
+    (for :data:`LINGER_S` at most) before closing, like a real server's lingering close."""
+
+    _lingering = False
+
+    def send_400_response(self, msg: str) -> None:
+        buffered, _ = self.conn.trailing_data
+        if len(buffered) <= MAX_HEAD_BYTES:
+            super().send_400_response(msg)
+            return
+        body = f"Request header fields too large: at most {MAX_HEAD_BYTES} bytes.".encode()
+        head = (
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            b"connection: close\r\ncontent-length: %d\r\n\r\n" % len(body)
+        )
+        self.transport.write(head + body)
+        self._lingering = True
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(LINGER_S, self.transport.close)
+
+    def data_received(self, data: bytes) -> None:
+        if not self._lingering:
+            super().data_received(data)
+
+    def eof_received(self) -> bool | None:
+        if self._lingering:
+            self.transport.close()
+        return None
 
 
 def bind(port: int) -> socket.socket:
@@ -76,6 +118,8 @@ async def serve(apps: dict[str, object], sockets: dict[str, socket.socket], pare
             lifespan="off",
             timeout_graceful_shutdown=2,
             server_header=False,
+            http=_Protocol,
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         )
         servers.append(_Server(config))
     loop = asyncio.get_running_loop()

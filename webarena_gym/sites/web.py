@@ -4,7 +4,11 @@ Each app is a Starlette application whose handlers are ``async`` and run SQLite 
 loop: all three apps of a server process share one loop, so every request is atomic with respect to the others
 and to :meth:`ServerState.reset`. Sessions are rows of the site's database (cookie = random token), so a reset
 clears them with the rest of the state. Cookie names carry the port, so sites of several instances never
-collide in one browser even though cookies ignore ports."""
+collide in one browser even though cookies ignore ports.
+
+:class:`RequestGuard`, in front of every app, refuses what a real site refuses: a ``Host`` that is not a
+loopback name (DNS rebinding), a body over :data:`MAX_BODY_BYTES` (413) and a cross-site state change (403,
+see :func:`cross_site_reason`)."""
 
 from __future__ import annotations
 
@@ -21,12 +25,14 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import jinja2
 from starlette.applications import Starlette
-from starlette.datastructures import UploadFile
+from starlette.datastructures import Headers, UploadFile
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from webarena_gym.sites.db import connect
 from webarena_gym.sites.shop.queries import REVIEW_STATUS_LABELS, STATUS_LABELS, money
@@ -35,6 +41,16 @@ log = logging.getLogger("webarena_gym.sites")
 COMMON_DIR = Path(__file__).resolve().parent / "common"
 CONTROL_PREFIX = "/__esopt"
 TOKEN_HEADER = "x-esopt-token"
+MAX_HEAD_BYTES = 32 * 1024
+"""Largest request head (request line and headers) the sites read (431 beyond)."""
+MAX_BODY_BYTES = 1024 * 1024
+"""Largest request body the sites read (413 beyond); the longest form, a 40,000-character post, is far
+below."""
+DRAIN_BYTES = 16 * 1024 * 1024
+"""How much of a refused body is still read (and dropped) so that the client gets the answer, not a reset."""
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
+CROSS_SITE = "Cross-site request refused"
 
 
 class ServerState:
@@ -94,6 +110,7 @@ class SiteConfig:
             [jinja2.FileSystemLoader(self.template_dir), jinja2.FileSystemLoader(COMMON_DIR)]
         )
         self.templates = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
+        self.templates.tests["web_url"] = is_web_url
         self.templates.filters["money"] = money
         self.templates.filters["status_label"] = lambda s: STATUS_LABELS.get(s, s)
         self.templates.filters["review_status_label"] = lambda s: REVIEW_STATUS_LABELS.get(s, s)
@@ -177,6 +194,13 @@ def log_out(request: Request) -> None:
     request.state.set_cookie = ""
 
 
+def logout_page(request: Request, action: str, label: str) -> Response:
+    """The GET side of a logout URL: a page with the POST button (a GET never changes state, so a link or
+    an image of another site cannot sign the user out)."""
+    signed_in = current_user_id(request) is not None
+    return render(request, "logout.html", signed_in=signed_in, action=action, label=label)
+
+
 def flash(request: Request, text: str, kind: str = "success") -> None:
     """Queue a message for the next rendered page (``kind``: success, error, notice)."""
     sess = _session(request)
@@ -234,6 +258,27 @@ def safe_referer(value: str | None, default: str) -> str:
     if value and value.startswith("/") and not value.startswith("//") and "\\" not in value:
         return value
     return default
+
+
+def is_web_url(value: str) -> bool:
+    """Whether ``value`` is an absolute ``http(s)://host`` URL without spaces or control characters: the only
+    links the sites store and render (no ``javascript:``, ``data:``, ``vbscript:``, scheme-relative ...)."""
+    if not value or any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        return False
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a malformed port
+    except ValueError:
+        return False
+    return parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+
+
+class ApiError(HTTPException):
+    """A REST error with Magento's body: ``{"message": "... %name ...", "parameters": {"name": value}}``."""
+
+    def __init__(self, status_code: int, message: str, parameters: dict[str, str]) -> None:
+        super().__init__(status_code, message)
+        self.parameters = parameters
 
 
 # -- input ---------------------------------------------------------------------------------------------------
@@ -368,7 +413,10 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     headers = dict(exc.headers or {})
     if request.url.path.startswith(("/rest/", CONTROL_PREFIX)):
-        return JSONResponse({"message": exc.detail}, status_code=exc.status_code, headers=headers)
+        body: dict[str, Any] = {"message": exc.detail}
+        if isinstance(exc, ApiError):
+            body["parameters"] = exc.parameters
+        return JSONResponse(body, status_code=exc.status_code, headers=headers)
     try:
         response = render(
             request, "error.html", status_code=exc.status_code, status=exc.status_code, detail=exc.detail
@@ -399,6 +447,128 @@ async def _server_error(request: Request, exc: Exception) -> Response:
     return PlainTextResponse("500 Internal Server Error: the error was logged.", status_code=500)
 
 
+# -- request guard -------------------------------------------------------------------------------------------
+
+
+def cross_site_reason(method: str, headers: Headers, scheme: str) -> str | None:
+    """Why a request must be refused as a cross-site state change, or None when it may proceed.
+
+    Safe methods (GET, HEAD, OPTIONS) always proceed: no route changes state on them. Any other method must
+    come from the request's own origin, ``scheme://Host`` (the port included: the three sites of one host
+    are three origins): its ``Origin`` header must equal that, ``Origin: null`` included; without ``Origin``,
+    its ``Referer`` must start with it. A request with neither header proceeds: browsers send ``Origin``
+    with every POST (Chromium since version 80, Firefox since 70), so such a request comes from a program
+    (the env's login and reset helpers, WebArena's evaluation helpers, ``curl``), not from a page a victim
+    was lured onto; refusing it would protect nobody and break those clients."""
+    if method in SAFE_METHODS:
+        return None
+    own = f"{scheme}://{headers.get('host', '')}".lower()
+    origin = headers.get("origin")
+    if origin is not None:
+        return None if origin.strip().lower() == own else f"its Origin {origin!r} is not {own!r}"
+    referer = headers.get("referer")
+    if referer is not None:
+        try:
+            parts = urlsplit(referer.strip())
+        except ValueError:
+            parts = urlsplit("")
+        sender = f"{parts.scheme}://{parts.netloc}".lower()
+        return None if sender == own else f"its Referer {referer!r} is not a page of {own!r}"
+    return None
+
+
+def host_problem(headers: Headers) -> str | None:
+    """Why the ``Host`` header is refused (it must name the loopback interface the sites listen on: a
+    foreign name means DNS rebinding), or None."""
+    host = headers.get("host")
+    if host is None:
+        return None  # HTTP/1.0 without Host: the request reached our loopback socket
+    name = host.strip().lower()
+    name = name.rsplit(":", 1)[0] if not name.endswith("]") and ":" in name else name
+    if name in LOOPBACK_HOSTS:
+        return None
+    return f"Invalid Host header {host!r}: the sites answer on loopback only."
+
+
+class BodyTooLarge(HTTPException):
+    """The request body is over :data:`MAX_BODY_BYTES` (answered 413)."""
+
+    def __init__(self) -> None:
+        super().__init__(413, f"Request body too large: at most {MAX_BODY_BYTES} bytes.")
+
+
+async def _drain(receive: Receive, limit: int = DRAIN_BYTES) -> None:
+    """Read and drop the rest of the body (at most ``limit`` bytes), so that the answer is not lost to a
+    reset."""
+    read = 0
+    while read <= limit:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        read += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
+
+
+class RequestGuard:
+    """ASGI middleware in front of an app: a head over :data:`MAX_HEAD_BYTES` (431), a bad Host (400), a body
+    over :data:`MAX_BODY_BYTES` (413) and cross-site state changes (403) are answered with the app's own error
+    page before any handler runs."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        refusal = self._refusal(scope, headers)
+        if refusal is not None:
+            await _drain(receive)
+            response = await _http_error(Request(scope), refusal)
+            response.headers["connection"] = "close"
+            await response(scope, receive, send)
+            return
+        await self.app(scope, _limited(receive), send)
+
+    @staticmethod
+    def _refusal(scope: Scope, headers: Headers) -> HTTPException | None:
+        head = len(scope.get("raw_path") or b"") + len(scope.get("query_string", b"")) + 16
+        head += sum(len(name) + len(value) + 4 for name, value in scope["headers"])
+        if head > MAX_HEAD_BYTES:
+            return HTTPException(431, f"Request header fields too large: at most {MAX_HEAD_BYTES} bytes.")
+        problem = host_problem(headers)
+        if problem is not None:
+            return HTTPException(400, problem)
+        length = headers.get("content-length", "")
+        if length.strip().isdigit() and int(length) > MAX_BODY_BYTES:
+            return BodyTooLarge()
+        reason = cross_site_reason(scope["method"], headers, scope["scheme"])
+        if reason is not None:
+            return HTTPException(403, f"{CROSS_SITE}: {reason}.")
+        return None
+
+
+def _limited(receive: Receive) -> Receive:
+    """``receive`` that raises :class:`BodyTooLarge` (after draining the rest) once the body passes the
+    limit: a chunked body has no Content-Length to check up front."""
+    read = 0
+
+    async def limited() -> Message:
+        nonlocal read
+        message = await receive()
+        if message["type"] == "http.request":
+            read += len(message.get("body", b""))
+            if read > MAX_BODY_BYTES:
+                if message.get("more_body", False):
+                    await _drain(receive)
+                raise BodyTooLarge()
+        return message
+
+    return limited
+
+
 def build_app(config: SiteConfig, server: ServerState, routes: list[BaseRoute]) -> Starlette:
     """A Starlette app with ``routes`` plus the shared routes (health, reset, favicon, stylesheet) and
     handlers."""
@@ -410,6 +580,7 @@ def build_app(config: SiteConfig, server: ServerState, routes: list[BaseRoute]) 
     ]
     app = Starlette(
         routes=[*common, *routes],
+        middleware=[Middleware(RequestGuard)],
         exception_handlers={
             HTTPException: _http_error,
             LoginRequired: _login_required,

@@ -132,3 +132,53 @@ def client(sites: EmbeddedSites) -> Callable[..., Client]:
         return c
 
     return make
+
+
+def _call_app(
+    app: Any, method: str, path: str, headers: dict[str, str] | None = None, body: bytes = b""
+) -> tuple[int, bytes]:
+    """One request to an in-process ASGI app (from the loopback address, ``Host: 127.0.0.1:1``)."""
+    import asyncio
+    import concurrent.futures
+    import contextlib
+
+    raw_path, _, query = path.partition("?")
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": raw_path,
+        "raw_path": raw_path.encode(),
+        "query_string": query.encode(),
+        "root_path": "",
+        "headers": [
+            (k.lower().encode(), v.encode()) for k, v in {"host": "127.0.0.1:1", **(headers or {})}.items()
+        ],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 1),
+    }
+    messages: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        messages.append(message)
+
+    async def run() -> None:
+        with contextlib.suppress(RuntimeError):  # Starlette re-raises after answering, for the server to log
+            await app(scope, receive, send)
+
+    # In a thread of its own: the main thread may hold another test's running event loop (Playwright's).
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, run()).result()
+    status = next(m["status"] for m in messages if m["type"] == "http.response.start")
+    return status, b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body")
+
+
+@pytest.fixture(name="call_app", scope="session")
+def call_app_fixture() -> Callable[..., tuple[int, bytes]]:
+    """``call_app(app, method, path, headers=None, body=b"") -> (status, body)``: an in-process request."""
+    return _call_app

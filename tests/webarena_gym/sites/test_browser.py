@@ -5,7 +5,7 @@ performs (buy something, change an order's status, post, comment and vote) work 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +156,77 @@ def test_storage_state_logs_in(browser: Any, sites: EmbeddedSites) -> None:
         expect(page.locator("body")).to_contain_text("Welcome, Emma Lopez!")
     finally:
         context.close()
+
+
+@pytest.fixture
+def attacker_page() -> Iterator[Callable[[str], str]]:
+    """``serve(html) -> url``: a page of another origin (another loopback port), as an attacker hosts it."""
+    import http.server
+    import threading
+
+    pages: dict[str, bytes] = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = pages.get(self.path, b"")
+            self.send_response(200 if body else 404)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    def serve(html: str) -> str:
+        pages["/attack.html"] = html.encode()
+        return f"http://127.0.0.1:{server.server_address[1]}/attack.html"
+
+    yield serve
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
+def test_a_page_of_another_origin_cannot_change_the_account(
+    browser: Any, sites: EmbeddedSites, attacker_page: Callable[[str], str]
+) -> None:
+    shop = sites.urls["shopping"]
+    url = attacker_page(
+        f'<form id="f" method="post" action="{shop}/customer/account/editPost/">'
+        '<input name="firstname" value="Mallory"><input name="lastname" value="Attacker"></form>'
+        '<script>document.getElementById("f").submit()</script>'
+    )
+    context = browser.new_context(storage_state=sites.login_state("shopping"))
+    try:
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        page.goto(url)
+        page.wait_for_url(f"{shop}/customer/account/editPost/")
+        expect(page.locator("body")).to_contain_text("Cross-site request refused")
+        page.goto(shop + "/customer/account/")
+        expect(page.locator("body")).to_contain_text("Welcome, Emma Lopez!")
+    finally:
+        context.close()
+
+
+def test_sign_out_buttons_work_in_the_browser(browser: Any, sites: EmbeddedSites) -> None:
+    for site, account_page, label in (
+        ("shopping", "/customer/account/", "Sign Out"),
+        ("shopping_admin", "/", "Sign Out"),
+        ("reddit", "/submit", "Log out"),
+    ):
+        context = browser.new_context(storage_state=sites.login_state(site))
+        try:
+            page = context.new_page()
+            page.set_default_timeout(15_000)
+            page.goto(sites.urls[site] + account_page)
+            page.get_by_role("button", name=label).click()
+            page.goto(sites.urls[site] + account_page)
+            assert "login" in page.url, (site, page.url)
+        finally:
+            context.close()

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from starlette.exceptions import HTTPException
@@ -21,43 +18,8 @@ from webarena_gym.sites.seed import pristine_paths
 from webarena_gym.sites.shop.app import build_app
 
 
-def _call(app: Any, method: str, path: str) -> tuple[int, bytes]:
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"testserver")],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 80),
-    }
-    messages: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        messages.append(message)
-
-    async def run() -> None:
-        with contextlib.suppress(RuntimeError):  # Starlette re-raises after answering, for the server to log
-            await app(scope, receive, send)
-
-    # In a thread of its own: the main thread may hold another test's running event loop (Playwright's).
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        pool.submit(asyncio.run, run()).result()
-    status = next(m["status"] for m in messages if m["type"] == "http.response.start")
-    body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body")
-    return status, body
-
-
 def test_a_crashing_handler_gets_a_logged_500_page(
-    tmp_path: Path, sites_cache: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, sites_cache: Path, caplog: pytest.LogCaptureFixture, call_app: Callable
 ) -> None:
     pristine = pristine_paths(0, sites_cache)
     state = web.ServerState({n: tmp_path / f"{n}.db" for n in DATABASES}, pristine, "token")
@@ -69,11 +31,11 @@ def test_a_crashing_handler_gets_a_logged_500_page(
     app.router.routes.insert(0, Route("/boom", boom))
     try:
         with caplog.at_level(logging.ERROR, logger="webarena_gym.sites"):
-            status, body = _call(app, "GET", "/boom")
+            status, body = call_app(app, "GET", "/boom")
         assert status == 500 and b"Internal Server Error" in body
         assert any("unhandled error on GET /boom" in r.getMessage() for r in caplog.records)
-        assert _call(app, "GET", "/")[0] == 200  # still serving
-        assert _call(app, "POST", "/__esopt/reset")[0] == 403  # the control endpoint wants the token
+        assert call_app(app, "GET", "/")[0] == 200  # still serving
+        assert call_app(app, "POST", "/__esopt/reset")[0] == 403  # the control endpoint wants the token
     finally:
         state.close()
 

@@ -2,7 +2,8 @@
 
 Routes (all under ``/admin``):
 
-- ``/admin/`` (dashboard), ``/admin/auth/login/`` (+ ``loginPost/``), ``/admin/auth/logout/``
+- ``/admin/`` (dashboard), ``/admin/auth/login/`` (+ ``loginPost/``), POST ``/admin/auth/logout/`` (GET shows
+  the button)
 - ``/admin/sales/order/`` (``status``, ``date_from``, ``date_to``, ``customer``, ``increment_id``, ``p``),
   ``/admin/sales/order/view/order_id/<n>/``, POST ``/admin/sales/order/addComment/order_id/<n>/``, POST
   ``/admin/sales/order/{cancel,hold,unhold}/order_id/<n>/``
@@ -31,6 +32,7 @@ from webarena_gym.sites.db import check_password
 from webarena_gym.sites.shop import queries as q
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+LOGOUT_PATH = "/admin/auth/logout/"
 
 
 def _base_context(request: Request) -> dict[str, Any]:
@@ -77,6 +79,10 @@ async def login_post(request: Request) -> Response:
     return web.redirect(request, referer)
 
 
+async def logout_page(request: Request) -> Response:
+    return web.logout_page(request, LOGOUT_PATH, "Sign Out")
+
+
 async def logout(request: Request) -> Response:
     web.log_out(request)
     web.flash(request, "You have logged out.", "notice")
@@ -115,7 +121,8 @@ routes = [
     Route("/admin/dashboard/", dashboard, methods=["GET"]),
     Route("/admin/auth/login/", login_form, methods=["GET"]),
     Route("/admin/auth/loginPost/", login_post, methods=["POST"]),
-    Route("/admin/auth/logout/", logout, methods=["GET", "POST"]),
+    Route(LOGOUT_PATH, logout_page, methods=["GET"]),
+    Route(LOGOUT_PATH, logout, methods=["POST"]),
 ]
 
 

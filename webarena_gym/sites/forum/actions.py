@@ -31,6 +31,8 @@ async def submit(request: Request) -> Response:
     title = web.form_text(form, "title", max_len=300)
     body = web.form_text(form, "body", required=False, max_len=40_000)
     url = web.form_text(form, "url", required=False, max_len=2000) or None
+    if url is not None and not web.is_web_url(url):
+        raise HTTPException(422, f"The field 'url' must be an http:// or https:// address, got {url!r}.")
     with conn:
         now = tick(conn)
         post_id = conn.execute(

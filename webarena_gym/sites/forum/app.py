@@ -9,7 +9,7 @@ Routes (Postmill's URL shapes):
   ``/cv/<comment id>`` (``choice`` = 1, -1 or 0; voting the same way twice retracts)
 - ``/submit`` and ``/submit/<forum>`` (GET form, POST create)
 - ``/user/<name>``, ``/user/<name>/submissions``, ``/user/<name>/comments``, ``/user/<name>/edit_biography``
-- ``/login`` (POST ``/login_check``), ``/logout``"""
+- ``/login`` (POST ``/login_check``), POST ``/logout`` (GET shows the button)"""
 
 from __future__ import annotations
 
@@ -153,6 +153,10 @@ async def login_check(request: Request) -> Response:
     return web.redirect(request, referer)
 
 
+async def logout_page(request: Request) -> Response:
+    return web.logout_page(request, "/logout", "Log out")
+
+
 async def logout(request: Request) -> Response:
     web.log_out(request)
     return web.redirect(request, "/")
@@ -164,7 +168,8 @@ routes = [
     Route("/search", search, methods=["GET"]),
     Route("/login", login_form, methods=["GET"]),
     Route("/login_check", login_check, methods=["POST"]),
-    Route("/logout", logout, methods=["GET", "POST"]),
+    Route("/logout", logout_page, methods=["GET"]),
+    Route("/logout", logout, methods=["POST"]),
     Route("/f/{forum}", forum_page, methods=["GET"]),
     Route("/f/{forum}/{post_id:int}", post_page, methods=["GET"]),
     Route("/f/{forum}/{post_id:int}/-/comment/{comment_id:int}", post_page, methods=["GET"]),

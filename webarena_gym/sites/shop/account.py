@@ -14,6 +14,7 @@ from webarena_gym.sites.db import check_password, tick
 from webarena_gym.sites.shop import queries as q
 
 ORDERS_PER_PAGE = 10
+LOGOUT_PATH = "/customer/account/logout/"
 ADDRESS_FIELDS = ("street", "city", "region", "postcode", "country", "telephone")
 
 
@@ -44,9 +45,13 @@ async def login_post(request: Request) -> Response:
     return web.redirect(request, referer)
 
 
+async def logout_page(request: Request) -> Response:
+    return web.logout_page(request, LOGOUT_PATH, "Sign Out")
+
+
 async def logout(request: Request) -> Response:
     web.log_out(request)
-    return web.render(request, "logout.html")
+    return web.render(request, "signed_out.html")
 
 
 async def account(request: Request) -> Response:
@@ -157,7 +162,8 @@ async def wishlist_remove(request: Request) -> Response:
 routes = [
     Route("/customer/account/login/", login_form, methods=["GET"]),
     Route("/customer/account/loginPost/", login_post, methods=["POST"]),
-    Route("/customer/account/logout/", logout, methods=["GET", "POST"]),
+    Route(LOGOUT_PATH, logout_page, methods=["GET"]),
+    Route(LOGOUT_PATH, logout, methods=["POST"]),
     Route("/customer/account/", account, methods=["GET"]),
     Route("/customer/account/edit/", account_edit, methods=["GET"]),
     Route("/customer/account/editPost/", account_edit_post, methods=["POST"]),

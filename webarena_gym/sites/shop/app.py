@@ -4,8 +4,8 @@ Routes (Magento's URL shapes):
 
 - ``/``; ``/<category path>.html`` (``?p``, ``product_list_order``, ``product_list_dir``,
   ``product_list_limit``, ``price=a-b``); ``/<product url key>.html``; ``/catalogsearch/result/?q=``
-- ``/customer/account/login/`` (+ ``loginPost/``), ``/customer/account/logout/``, ``/customer/account/``,
-  ``/customer/account/edit/``, ``/customer/address/``
+- ``/customer/account/login/`` (+ ``loginPost/``), POST ``/customer/account/logout/`` (GET shows the
+  button), ``/customer/account/``, ``/customer/account/edit/``, ``/customer/address/``
 - ``/checkout/cart/`` (+ ``add/``, ``updatePost/``, ``delete/``), ``/checkout/``, ``/checkout/placeOrder/``,
   ``/checkout/onepage/success/``
 - ``/sales/order/history/``, ``/sales/order/view/order_id/<n>/``; ``/wishlist/``; ``/contact/``;

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -39,9 +40,13 @@ ORDER_FIELDS = {
     "customer_id": "customer_id",
 }
 CONDITIONS = {"eq": "=", "neq": "!=", "gt": ">", "gteq": ">=", "lt": "<", "lteq": "<=", "like": "LIKE"}
-_CRITERIA = re.compile(
+_FILTER = re.compile(
     r"searchCriteria\[filterGroups\]\[(\d+)\]\[filters\]\[(\d+)\]\[(field|value|conditionType)\]"
 )
+_SORT = re.compile(r"searchCriteria\[sortOrders\]\[(\d+)\]\[(field|direction)\]")
+_PAGING = ("searchCriteria[pageSize]", "searchCriteria[currentPage]")
+UNSUPPORTED = '"%fieldName" is not supported. Correct the field name and try again.'
+"""Magento's error message for an unknown search key (the key itself goes into ``parameters``)."""
 
 
 def _require_token(request: Request) -> None:
@@ -116,59 +121,100 @@ def _order_json(order: dict[str, Any], items: list[dict[str, Any]] | None = None
     return out
 
 
-async def orders(request: Request) -> Response:
-    _require_token(request)
-    params = request.query_params
-    filters: dict[tuple[int, int], dict[str, str]] = {}
-    for key, value in params.multi_items():
-        match = _CRITERIA.fullmatch(key)
-        if match:
-            filters.setdefault((int(match[1]), int(match[2])), {})[match[3]] = value
+@dataclass
+class _Criteria:
+    """The ``searchCriteria[...]`` query parameters of a search, by their camelCase names."""
+
+    filters: dict[tuple[int, int], dict[str, str]] = field(default_factory=dict)
+    sorts: dict[int, dict[str, str]] = field(default_factory=dict)
+    paging: dict[str, str] = field(default_factory=dict)
+
+
+def _camel(key: str) -> str:
+    """``filter_groups`` -> ``filterGroups`` in every bracket of a key: Magento takes both spellings."""
+    return re.sub(r"_([a-z])", lambda m: m[1].upper(), key)
+
+
+def _criteria(request: Request) -> _Criteria:
+    """The search's criteria; an unknown ``searchCriteria`` key is a 400 naming it (never ignored: a search
+    that silently dropped a filter would answer with every order)."""
+    found = _Criteria()
+    for key, value in request.query_params.multi_items():
+        if not key.startswith("searchCriteria"):
+            continue
+        name = _camel(key)
+        if match := _FILTER.fullmatch(name):
+            found.filters.setdefault((int(match[1]), int(match[2])), {})[match[3]] = value
+        elif match := _SORT.fullmatch(name):
+            found.sorts.setdefault(int(match[1]), {})[match[2]] = value
+        elif name in _PAGING:
+            found.paging[name] = value
+        else:
+            raise web.ApiError(400, UNSUPPORTED, {"fieldName": key})
+    return found
+
+
+def _where(criteria: _Criteria) -> tuple[str, list[Any]]:
+    """SQL condition and arguments of the filters: filters in a group are OR'ed, groups AND'ed (Magento)."""
     where, args = ["1 = 1"], []
     groups: dict[int, list[tuple[str, list[Any]]]] = {}
-    for (group, _), spec in sorted(filters.items()):
-        field = ORDER_FIELDS.get(spec.get("field", ""))
+    for (group, _), spec in sorted(criteria.filters.items()):
+        column = ORDER_FIELDS.get(spec.get("field", ""))
         op = CONDITIONS.get(spec.get("conditionType", "eq"))
-        if field is None or op is None or "value" not in spec:
+        if column is None or op is None or "value" not in spec:
             raise HTTPException(400, f"Unsupported filter {spec!r}.")
         value: Any = spec["value"]
-        if field == "grand_total_cents":
+        if column == "grand_total_cents":
             value = round(float(value) * 100) if re.fullmatch(r"-?\d+(\.\d+)?", value) else None
             if value is None:
                 raise HTTPException(400, f"grand_total filter needs a number, got {spec['value']!r}.")
-        groups.setdefault(group, []).append((f"{field} {op} ?", [value]))
-    for clauses in groups.values():  # Magento: filters in a group are OR'ed, groups are AND'ed
+        groups.setdefault(group, []).append((f"{column} {op} ?", [value]))
+    for clauses in groups.values():
         where.append("(" + " OR ".join(c for c, _ in clauses) + ")")
         args.extend(a for _, values in clauses for a in values)
-    sort_field = ORDER_FIELDS.get(params.get("searchCriteria[sortOrders][0][field]", "entity_id"))
-    if sort_field is None:
-        raise HTTPException(400, "Unsupported sort field.")
-    direction = params.get("searchCriteria[sortOrders][0][direction]", "ASC").upper()
-    if direction not in ("ASC", "DESC"):
-        raise HTTPException(400, "Sort direction must be ASC or DESC.")
-    size = web.query_int(request, "searchCriteria[pageSize]", 0, minimum=0, maximum=10_000)
-    current = web.query_int(request, "searchCriteria[currentPage]", 1)
+    return " AND ".join(where), args
+
+
+def _sort_orders(criteria: _Criteria) -> list[dict[str, str]]:
+    """The sort orders in index order (default: ``entity_id`` ascending), validated."""
+    orders = []
+    for _, spec in sorted(criteria.sorts.items()) or [(0, {})]:
+        name = spec.get("field", "entity_id")
+        direction = spec.get("direction", "ASC").upper()
+        if name not in ORDER_FIELDS:
+            raise HTTPException(400, "Unsupported sort field.")
+        if direction not in ("ASC", "DESC"):
+            raise HTTPException(400, "Sort direction must be ASC or DESC.")
+        orders.append({"field": name, "direction": direction})
+    return orders
+
+
+async def orders(request: Request) -> Response:
+    _require_token(request)
+    criteria = _criteria(request)
+    sql_where, args = _where(criteria)
+    sorts = _sort_orders(criteria)
+    order_by = ", ".join(f"{ORDER_FIELDS[s['field']]} {s['direction']}" for s in sorts)
+    size_key, page_key = _PAGING
+    size = web.parse_int(criteria.paging.get(size_key), size_key, default=0, maximum=10_000, status=400)
+    current = web.parse_int(
+        criteria.paging.get(page_key), page_key, default=1, minimum=1, maximum=100_000, status=400
+    )
     conn = web.db(request)
-    sql_where = " AND ".join(where)
     total = conn.execute(f"SELECT COUNT(*) FROM sales_order WHERE {sql_where}", args).fetchone()[0]
     paging = f" LIMIT {size} OFFSET {(current - 1) * size}" if size else ""
     found = q.rows(
         conn.execute(
             f"SELECT * FROM sales_order WHERE {sql_where}"
-            f" ORDER BY {sort_field} {direction}, id {direction}{paging}",
+            f" ORDER BY {order_by}, id {sorts[-1]['direction']}{paging}",
             args,
         )
     )
-    criteria = {
-        "filter_groups": [],
-        "sort_orders": [
-            {"field": params.get("searchCriteria[sortOrders][0][field]", "entity_id"), "direction": direction}
-        ],
-    }
+    echoed: dict[str, Any] = {"filter_groups": [], "sort_orders": sorts}
     if size:
-        criteria.update(page_size=size, current_page=current)
+        echoed.update(page_size=size, current_page=current)
     return JSONResponse(
-        {"items": [_order_json(o) for o in found], "search_criteria": criteria, "total_count": total}
+        {"items": [_order_json(o) for o in found], "search_criteria": echoed, "total_count": total}
     )
 
 
