@@ -7,11 +7,14 @@
 The child process gets a pipe as stdin and exits when it closes (``close()``, interpreter exit, or this
 process dying), and also polls its parent's pid, so it never outlives its owner. Each instance has its own
 temporary directory with its own live database files; the pristine databases are built once per seed and
-cached (:mod:`webarena_gym.sites.seed`)."""
+cached (:mod:`webarena_gym.sites.seed`). The directory records its owner (pid and process start time); a
+start removes the directories whose owner is gone (a process killed before it could clean up), never one
+whose owner still runs."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import select
@@ -35,8 +38,11 @@ from webarena_gym.sites.server import SITE_KEYS, TOKEN_ENV
 from webarena_gym.sites.web import CONTROL_PREFIX, TOKEN_HEADER
 
 HOST = "127.0.0.1"
+WORKDIR_PREFIX = "webarena-sites-"
+OWNER_FILE = "owner.json"
 BASE_PATHS = {"shopping": "", "shopping_admin": "/admin", "reddit": ""}
 """Path of each site's base URL on its origin (WebArena's admin lives under ``/admin``)."""
+log = logging.getLogger("webarena_gym.sites")
 
 
 class SiteStartError(WebArenaGymError):
@@ -85,7 +91,10 @@ class EmbeddedSites:
         if self._proc is not None:
             return dict(self._urls)
         pristine = pristine_paths(self.seed, self.cache_dir)
-        self._dir = Path(tempfile.mkdtemp(prefix="webarena-sites-"))
+        remove_stale_workdirs()
+        self._dir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
+        owner = {"pid": os.getpid(), "start": _process_start(os.getpid())}
+        (self._dir / OWNER_FILE).write_text(json.dumps(owner), encoding="utf-8")
         self._token = secrets.token_hex(16)
         log = open(self._dir / "server.log", "wb")  # noqa: SIM115 - the child writes to it for its lifetime
         command = [
@@ -203,6 +212,11 @@ class EmbeddedSites:
         return dict(self._urls)
 
     @property
+    def workdir(self) -> Path | None:
+        """This instance's temporary directory (live databases, server log), None when not running."""
+        return self._dir if self._proc is not None else None
+
+    @property
     def pid(self) -> int | None:
         """Pid of the server process, or None when not running."""
         return self._proc.pid if self._proc is not None else None
@@ -243,6 +257,58 @@ class EmbeddedSites:
 
     def _port(self, site: str) -> int:
         return int(self._url(site).split(":")[2].split("/")[0])
+
+
+def _process_start(pid: int) -> str | None:
+    """Start time of process ``pid`` (clock ticks after boot, ``/proc/<pid>/stat``), None where unknown: with
+    the pid it names one process, even after the pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _owner_running(owner: dict[str, Any]) -> bool:
+    """Whether the process recorded in a work directory's owner file still runs."""
+    pid = owner["pid"]
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # a live process of another user
+    start = owner.get("start")
+    return start is None or _process_start(pid) in (None, start)
+
+
+def remove_stale_workdirs(parent: str | Path | None = None) -> list[Path]:
+    """Delete the work directories under ``parent`` (default: the temporary directory) whose owner process is
+    gone; return them. Left alone: a directory of a running owner (another env, test worker or user), one
+    without a readable owner file (being created right now, or made by an older version), one of another user.
+    """
+    removed = []
+    for path in sorted(Path(parent or tempfile.gettempdir()).glob(WORKDIR_PREFIX + "*")):
+        try:
+            if path.is_symlink() or not path.is_dir() or path.stat().st_uid != os.getuid():
+                continue
+            owner = json.loads((path / OWNER_FILE).read_text(encoding="utf-8"))
+            if not isinstance(owner, dict) or not isinstance(owner.get("pid"), int) or owner["pid"] <= 0:
+                continue
+        except (OSError, ValueError):
+            continue
+        if _owner_running(owner):
+            continue
+        try:
+            shutil.rmtree(path)
+        except FileNotFoundError:
+            continue  # another starting instance removed it first
+        except OSError as error:
+            log.warning("could not remove the stale sites directory %s: %s", path, error)
+            continue
+        removed.append(path)
+    return removed
 
 
 def _stop(proc: subprocess.Popen[bytes], workdir: Path | None) -> None:

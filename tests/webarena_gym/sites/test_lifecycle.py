@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -204,3 +205,63 @@ def _cookie(name: str, value: str) -> object:
     return http.cookiejar.Cookie(
         0, name, value, None, False, "127.0.0.1", False, False, "/", True, False, None, True, None, None, {}
     )
+
+
+def _workdir(parent: Path, name: str, owner: object | None) -> Path:
+    path = parent / f"webarena-sites-{name}"
+    path.mkdir()
+    (path / "magento.db").write_bytes(b"x" * 1000)
+    if owner is not None:
+        (path / "owner.json").write_text(owner if isinstance(owner, str) else json.dumps(owner))
+    return path
+
+
+def test_stale_workdirs_are_those_of_owners_that_are_gone(tmp_path: Path) -> None:
+    from webarena_gym.sites import lifecycle
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    me = {"pid": os.getpid(), "start": lifecycle._process_start(os.getpid())}
+    stale = {
+        _workdir(tmp_path, "dead", {"pid": dead.pid, "start": None}),
+        _workdir(tmp_path, "reused", {**me, "start": "1"}),  # this pid, but another process's start time
+    }
+    kept = {
+        _workdir(tmp_path, "mine", me),
+        _workdir(tmp_path, "mine-no-start", {"pid": os.getpid()}),
+        _workdir(tmp_path, "no-owner", None),  # being created right now, or made by an older version
+        _workdir(tmp_path, "garbage", "{not json"),
+        _workdir(tmp_path, "bad-pid", {"pid": "1"}),
+    }
+    (tmp_path / "webarena-sites-file").write_text("not a directory")
+    assert set(lifecycle.remove_stale_workdirs(tmp_path)) == stale
+    assert not any(p.exists() for p in stale) and all(p.exists() for p in kept)
+    assert lifecycle.remove_stale_workdirs(tmp_path) == []
+
+
+def test_a_killed_owners_workdir_is_removed_at_the_next_start(
+    sites_cache: Path, running_sites: EmbeddedSites
+) -> None:
+    script = (
+        "import time\n"
+        "from webarena_gym.sites import EmbeddedSites\n"
+        f"s = EmbeddedSites(cache_dir={str(sites_cache)!r}); s.start()\n"
+        "print(s.pid, s.db_paths['magento'].parent, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        server_pid, workdir = owner.stdout.readline().split()
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait(timeout=10)
+        assert _wait_gone(int(server_pid))
+        assert Path(workdir).is_dir(), "nothing was left behind to clean up"
+        with EmbeddedSites(cache_dir=sites_cache) as again:
+            assert not Path(workdir).exists(), "the killed owner's directory was not removed"
+            assert again.workdir is not None and again.workdir.is_dir()
+        assert running_sites.workdir is not None and running_sites.workdir.is_dir(), "a live one was removed"
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
