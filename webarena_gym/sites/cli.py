@@ -37,27 +37,46 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _first_interrupt(signum: int, frame: object) -> None:
+    """SIGINT handler: the first Ctrl-C stops the sites; later ones only say that stopping is under way."""
+    signal.signal(signal.SIGINT, _already_stopping)
+    raise KeyboardInterrupt
+
+
+def _already_stopping(signum: int, frame: object) -> None:
+    print("Stopping the sites, please wait...", file=sys.stderr, flush=True)
+
+
+def _print_urls(sites: EmbeddedSites) -> None:
+    print("Embedded WebArena sites are running:")
+    for key, url in sites.urls.items():
+        print(f"  {key:<15} {url}")
+    print("\nDemo accounts (every seeded account of a site shares its password):")
+    for key, (user, password) in ACCOUNTS.items():
+        print(f"  {key:<15} {user} / {password}")
+    print("\nFor WebArena task files, export:")
+    for key, url in sites.urls.items():
+        print(f"  export {ENV_NAMES[key]}={url}")
+    print("\nPress Ctrl-C to stop.", flush=True)
+
+
 def serve(port_base: int | None, seed: int) -> int:
-    """Start the sites, print how to reach them, wait for Ctrl-C (or SIGTERM), stop them."""
+    """Start the sites, print how to reach them, wait for Ctrl-C (or SIGTERM), stop them. A Ctrl-C while
+    they stop does not interrupt the stopping (no traceback, no half-closed server)."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with EmbeddedSites(seed=seed, port_base=port_base) as sites:
-        print("Embedded WebArena sites are running:")
-        for key, url in sites.urls.items():
-            print(f"  {key:<15} {url}")
-        print("\nDemo accounts (every seeded account of a site shares its password):")
-        for key, (user, password) in ACCOUNTS.items():
-            print(f"  {key:<15} {user} / {password}")
-        print("\nFor WebArena task files, export:")
-        for key, url in sites.urls.items():
-            print(f"  export {ENV_NAMES[key]}={url}")
-        print("\nPress Ctrl-C to stop.", flush=True)
-        try:
-            while not stop.wait(0.5):
-                if sites.pid is None:
-                    break
-        except KeyboardInterrupt:
+    signal.signal(signal.SIGINT, _first_interrupt)
+    sites = EmbeddedSites(seed=seed, port_base=port_base)
+    try:
+        sites.start()
+        _print_urls(sites)
+        while not stop.wait(0.5) and sites.pid is not None:
             pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGINT, _already_stopping)
+        sites.close()
     print("Stopped.")
     return 0
 

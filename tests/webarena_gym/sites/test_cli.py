@@ -49,3 +49,29 @@ def test_build_prints_the_cached_databases(sites_cache: Path, monkeypatch, capsy
     assert main(["build"]) == 0
     out = capsys.readouterr().out
     assert "magento:" in out and str(sites_cache) in out
+
+
+def test_serve_stops_cleanly_on_repeated_ctrl_c(sites_cache: Path) -> None:
+    env = {**os.environ, "WEBARENA_SITES_CACHE": str(sites_cache)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "webarena_gym.sites.cli", "serve"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        while (line := proc.stdout.readline()) and "Ctrl-C" not in line:
+            pass
+        for _ in range(3):  # impatient: again while the sites are stopping
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.1)
+        assert proc.wait(timeout=120) == 0
+        errors = proc.stderr.read()
+        assert "Traceback" not in errors and "KeyboardInterrupt" not in errors, errors
+        assert "Stopped." in proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
