@@ -60,3 +60,34 @@ def test_pager_counts_pages() -> None:
     pager = web.Pager(number=2, size=20, total=41)
     assert pager.pages == 3 and pager.offset == 20
     assert web.Pager(number=1, size=20, total=0).pages == 1
+
+
+def test_cross_site_reason_compares_the_whole_origin() -> None:
+    from starlette.datastructures import Headers
+
+    def reason(method: str, **headers: str) -> str | None:
+        return web.cross_site_reason(method, Headers({"host": "127.0.0.1:7770", **headers}), "http")
+
+    own = "http://127.0.0.1:7770"
+    for method in ("GET", "HEAD", "OPTIONS"):
+        assert reason(method, origin="http://evil.example") is None
+    for method in ("POST", "PUT", "PATCH", "DELETE"):
+        assert reason(method, origin=own) is None and reason(method, origin=own.upper()) is None
+        assert reason(method, referer=own + "/a?b") is None
+        assert reason(method) is None  # not a browser: see the docstring
+        for bad in ("null", "http://evil.example", own + "0", "https://127.0.0.1:7770", "http://127.0.0.1"):
+            assert reason(method, origin=bad) is not None, (method, bad)
+        for bad in ("http://evil.example/", own + ".evil.example/", "http://[::1", "/relative"):
+            assert reason(method, referer=bad) is not None, (method, bad)
+
+
+def test_is_web_url_takes_only_absolute_http_links() -> None:
+    for good in (
+        "http://a.example",
+        "https://a.example:8443/p?q=1#f",
+        "HTTPS://A.example",
+        "http://[::1]:80/",
+    ):
+        assert web.is_web_url(good), good
+    for bad in ("", "javascript:alert(1)", "data:,x", "//a.example", "http://", "http://a b", "http://a:x/"):
+        assert not web.is_web_url(bad), bad
