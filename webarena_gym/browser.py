@@ -2,8 +2,14 @@
 
 :class:`BrowserSession` owns the browser, the episode's context and its tabs. Every tab gets a CDP session
 (for the accessibility tree and node geometry) that also tracks main-frame loading, so an action that starts a
-navigation is followed by a wait for that navigation to finish instead of a fixed sleep. Requests to origins
-outside the :class:`~webarena_gym.safety.OriginPolicy` are aborted by a context route.
+navigation is followed by a wait for that navigation to finish instead of a fixed sleep.
+
+The :class:`~webarena_gym.safety.OriginPolicy` holds at three levels: Chromium is launched with
+:meth:`~webarena_gym.safety.OriginPolicy.chromium_args` (no host resolves and no connection goes anywhere
+outside the allowed origins: redirect hops and Chromium's own services included); a context route aborts
+the first hop of every other request (a refused navigation then leaves the tab where it was); and every
+request the policy refuses is recorded, so that :meth:`BrowserSession.contain_blocked` can report it and take
+a tab that ended up on a refused URL back to where it was.
 
 A crashed browser is never hidden: calls on a dead browser raise :class:`~webarena_gym.errors.BrowserError`,
 and :meth:`BrowserSession.new_episode` relaunches it within a bounded number of attempts.
@@ -23,10 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from webarena_gym.errors import BrowserError, SiteConfigError
-from webarena_gym.safety import OriginPolicy
+from webarena_gym.safety import Origin, OriginPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from playwright.sync_api import Browser, BrowserContext, CDPSession, Page, Playwright, Route
+    from playwright.sync_api import Browser, BrowserContext, CDPSession, Page, Playwright, Request, Route
 
 __all__ = [
     "DEFAULT_CHROMIUM_ARGS", "BrowserConfig", "BrowserSession", "Tab", "cdp_send", "find_chromium",
@@ -38,9 +44,13 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CHROMIUM_ARGS: tuple[str, ...] = (
     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+    "--disable-sync", "--no-first-run", "--disable-dev-shm-usage", "--disable-domain-reliability",
+    "--disable-client-side-phishing-detection", "--no-pings", "--dns-prefetch-disable",
 )
-"""Flags for headless Chromium in containers and offline machines."""
+"""Flags for headless Chromium in containers and offline machines. The origin policy's network flags
+(:meth:`~webarena_gym.safety.OriginPolicy.chromium_args`) come after them, then ``extra_args``."""
+
+_COMMITTED_KEPT = 20
 
 INSTALL_HINT = ("install Chromium (Debian: `apt-get install chromium`; or `playwright install chromium`) "
                 "or point the WEBARENA_CHROMIUM environment variable at a Chromium executable")
@@ -65,7 +75,8 @@ class BrowserConfig:
     args: tuple[str, ...] = DEFAULT_CHROMIUM_ARGS
     """Command-line flags always passed to Chromium."""
     extra_args: tuple[str, ...] = ()
-    """More flags, appended to ``args``."""
+    """More flags, appended to ``args`` and to the origin policy's network flags (of two flags of one name,
+    Chromium takes the later: ``--proxy-server=...`` here replaces the policy's proxy that leads nowhere)."""
     launch_attempts: int = 2
     """How many times a launch (or relaunch after a crash) is tried before :class:`BrowserError`."""
 
@@ -208,6 +219,8 @@ class Tab:
     crashed: bool = False
     window_opens: int = 0
     """Counts ``window.open``/``target=_blank`` requests made by this tab (CDP ``Page.windowOpen``)."""
+    committed: list[str] = field(default_factory=list)
+    """The last URLs committed in the main frame, oldest first (error pages left out)."""
 
     def on_window_open(self, params: Mapping[str, Any]) -> None:
         self.window_opens += 1
@@ -225,6 +238,8 @@ class Tab:
         if not frame.get("parentId"):
             self.main_frame_id = frame.get("id", self.main_frame_id)
             self.document += 1
+            if not frame.get("unreachableUrl"):
+                self.committed = [*self.committed[-(_COMMITTED_KEPT - 1):], str(frame.get("url", ""))]
 
 
 @dataclass
@@ -234,6 +249,7 @@ class BlockedRequest:
     url: str
     navigation: bool
     page: Page | None = field(default=None, repr=False)
+    """The tab whose main frame the request would have navigated (``None``: a sub-frame or a resource)."""
 
 
 class BrowserSession:
@@ -246,6 +262,8 @@ class BrowserSession:
         """How many times a crashed browser was relaunched."""
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
+        self._launched_for: frozenset[Origin] = frozenset()
+        """The origins the running browser's network flags allow."""
         self._probe: CDPSession | None = None
         self._context: BrowserContext | None = None
         self._tabs: dict[int, Tab] = {}
@@ -285,8 +303,10 @@ class BrowserSession:
                 path = find_chromium(self.config.executable_path, self._playwright)
                 self._browser = self._playwright.chromium.launch(
                     executable_path=path, headless=self.config.headless,
-                    args=[*self.config.args, *self.config.extra_args], timeout=60_000,
+                    args=[*self.config.args, *self.policy.chromium_args(), *self.config.extra_args],
+                    timeout=60_000,
                 )
+                self._launched_for = self.policy.origins
                 self._probe = self._browser.new_browser_cdp_session()
                 return
             except BrowserError:
@@ -300,7 +320,13 @@ class BrowserSession:
                            f"{last_error}") from last_error
 
     def ensure_browser(self) -> bool:
-        """Launch the browser if none runs (relaunch if it crashed). Returns whether it launched one."""
+        """Launch the browser if none runs (relaunch if it crashed, or if the origin policy changed since its
+        launch: its network flags allow only the origins of then). Returns whether it launched one."""
+        if self.browser_alive() and self._launched_for != self.policy.origins:
+            log.info("the allowed origins changed; relaunching the browser with network flags for them")
+            self._drop_context()
+            _quietly(self._browser.close)
+            self._browser = self._probe = None
         if self.browser_alive():
             return False
         if self._browser is not None:
@@ -343,6 +369,7 @@ class BrowserSession:
         context = self.context
         context.set_default_timeout(self.config.action_timeout_ms)
         context.set_default_navigation_timeout(self.config.navigation_timeout_ms)
+        context.on("request", self._record_refused)
         context.route(self.policy.blocked_url_pattern(), self._block)
         context.route_web_socket(self.policy.blocked_url_pattern(websocket=True), lambda ws: ws.close())
 
@@ -370,23 +397,105 @@ class BrowserSession:
 
     # ----- request blocking --------------------------------------------------------------------------------
     def _block(self, route: Route) -> None:
+        """Abort the first hop of a refused request (recorded by :meth:`_record_refused`)."""
         request = route.request
         if self.policy.allows_request(request.url):
             route.fallback()
             return
+        # "aborted" cancels a navigation without an error page: the tab stays where it was.
+        route.abort("aborted" if request.is_navigation_request() else "blockedbyclient")
+
+    def _record_refused(self, request: Request) -> None:
+        """Record a request the policy refuses: a first hop (which the route aborts) or a redirect hop (which
+        no route sees, and which the network flags send nowhere)."""
+        from playwright.sync_api import Error as PlaywrightError
+
+        if self.policy.allows_request(request.url):
+            return
         navigation = request.is_navigation_request()
         page = None
         if navigation:
-            frame = request.frame
-            page = frame.page if frame.parent_frame is None else None
+            try:
+                frame = request.frame
+            except PlaywrightError:  # a service worker's request has no frame
+                frame = None
+            page = frame.page if frame is not None and frame.parent_frame is None else None
         self.blocked.append(BlockedRequest(request.url, navigation, page))
-        # "aborted" cancels a navigation without an error page: the tab stays where it was.
-        route.abort("aborted" if navigation else "blockedbyclient")
 
     def take_blocked(self) -> list[BlockedRequest]:
         """The requests blocked since the last call."""
         blocked, self.blocked = self.blocked, []
         return blocked
+
+    def contain_blocked(self) -> list[str]:
+        """After an action: the navigations refused since the last :meth:`take_blocked`, with every tab that
+        shows a URL the policy refuses (the error page of a refused redirect hop, say) taken back.
+
+        A tab goes back to its last history entry on an allowed origin; a tab with none is closed when other
+        tabs remain (a popup that only ever held the refused URL), else it gets ``about:blank``. Returns the
+        refused URLs, first seen first (empty when nothing was refused).
+        """
+        from playwright.sync_api import Error as PlaywrightError
+
+        blocked = [b for b in self.take_blocked() if b.navigation]
+        targets = {id(b.page) for b in blocked if b.page is not None}
+        urls = [b.url for b in blocked]
+        for page in self.pages:
+            try:
+                urls.extend(self._contain(page, id(page) in targets))
+            except PlaywrightError as exc:
+                self.check_alive()  # a dead browser is an error; a tab that closed meanwhile is not
+                log.debug("taking tab %s back failed: %s", page.url, exc)
+                if not page.is_closed():
+                    _quietly(page.goto, "about:blank")
+        return list(dict.fromkeys(urls))
+
+    def _contain(self, page: Page, target: bool) -> list[str]:
+        """Take ``page`` back if it shows a refused URL (returned); ``target``: a refused navigation was
+        headed for its main frame."""
+        if page.is_closed():
+            return []
+        if target:
+            self.settle(page)  # the error page of a refused hop may still be committing
+        entries, index = self._history(page)
+        shown = entries[index]["url"] if entries else page.url
+        if not self.policy.allows_page(shown):
+            self._take_back(page, entries[:index])
+            return [shown]
+        if target and page.url == "about:blank" and len(self.pages) > 1:
+            self._close_tab(page)  # a popup whose only navigation was refused
+        return []
+
+    def _history(self, page: Page) -> tuple[list[dict[str, Any]], int]:
+        """The tab's history entries and the index of the current one."""
+        history = cdp_send(self.tab(page).cdp, "Page.getNavigationHistory",
+                           timeout_ms=self.config.action_timeout_ms)
+        return list(history.get("entries", [])), int(history.get("currentIndex", 0))
+
+    def _take_back(self, page: Page, earlier: list[dict[str, Any]]) -> None:
+        """Leave a refused URL: back to the last earlier allowed entry, else load the last allowed page the
+        tab showed, else close the tab (or blank it when it is the only one)."""
+        back = [e for e in earlier if e["url"] != "about:blank" and self.policy.allows_page(e["url"])]
+        if back:
+            cdp_send(self.tab(page).cdp, "Page.navigateToHistoryEntry", {"entryId": back[-1]["id"]},
+                     timeout_ms=self.config.action_timeout_ms)
+            self.settle(page)
+            return
+        seen = [u for u in self.tab(page).committed if u != "about:blank" and self.policy.allows_page(u)]
+        if seen:  # the refused URL replaced the entry (location.replace): load the last allowed page again
+            page.goto(seen[-1], wait_until="load")
+            self.settle(page)
+        elif len(self.pages) > 1:
+            self._close_tab(page)
+        else:
+            page.goto("about:blank")
+
+    def _close_tab(self, page: Page) -> None:
+        opener = page.opener()
+        page.close()
+        pages = self.pages
+        if self._current is page or self._current is None or self._current.is_closed():
+            self.set_current(opener if opener is not None and not opener.is_closed() else pages[-1])
 
     # ----- tabs --------------------------------------------------------------------------------------------
     @property
@@ -433,38 +542,55 @@ class BrowserSession:
         return tab
 
     def open(self, url: str) -> Page:
-        """Open ``url`` in a new tab (start URLs); the tab becomes current."""
+        """Open ``url`` in a new tab (start URLs); the tab becomes current. Raises
+        :class:`~webarena_gym.errors.SiteConfigError` when the site redirects the tab outside the allowed
+        origins."""
+        from playwright.sync_api import Error as PlaywrightError
+
         page = self.new_tab()
-        page.goto(url, wait_until="load")
+        self.take_blocked()
+        try:
+            page.goto(url, wait_until="load")
+        except PlaywrightError:
+            refused = [b.url for b in self.blocked if b.navigation and b.page is page]
+            if not refused:
+                raise
+            self.contain_blocked()
+            raise SiteConfigError(f"start URL {url!r} led to {refused[0]!r}, outside the allowed origins "
+                                  f"({self.policy.describe()})") from None
         self.settle(page)
         return page
 
     # ----- waiting -----------------------------------------------------------------------------------------
-    def settle(self, page: Page) -> None:
+    def settle(self, page: Page, *, timeout_ms: float | None = None) -> None:
         """Wait until a navigation started by the last action (if any) has finished loading.
 
         One round trip through the page's event loop makes sure the CDP loading events of anything the action
-        started have arrived; then, while the main frame is loading, wait (bounded by the navigation timeout).
+        started have arrived; then, while the main frame is loading, wait (bounded by the navigation timeout,
+        or by ``timeout_ms`` when given: what is left of an action's budget).
         """
         from playwright.sync_api import Error as PlaywrightError
 
         if page.is_closed():
             return
+        limit_ms = self.config.navigation_timeout_ms if timeout_ms is None else timeout_ms
         tab = self.tab(page)
         try:
             cdp_send(tab.cdp, "Runtime.evaluate", {"expression": "new Promise(r => setTimeout(r, 0))",
                                                    "awaitPromise": True},
-                     timeout_ms=self.config.action_timeout_ms)
+                     timeout_ms=min(self.config.action_timeout_ms, limit_ms))
         except PlaywrightError as exc:  # the document went away mid-call: a navigation committed
             log.debug("settle barrier interrupted: %s", exc)
-        deadline = time.monotonic() + self.config.navigation_timeout_ms / 1000
+        deadline = time.monotonic() + limit_ms / 1000
         while tab.loading and time.monotonic() < deadline and not page.is_closed():
             page.wait_for_timeout(10)
 
-    def wait_for_new_page(self, known: set[int], page: Page) -> Page | None:
+    def wait_for_new_page(self, known: set[int], page: Page, *,
+                          timeout_ms: float | None = None) -> Page | None:
         """A tab opened since ``known`` (ids of pages) was taken, waiting for it while ``page`` is still
-        polled; ``None`` if none appears within the action timeout."""
-        deadline = time.monotonic() + self.config.action_timeout_ms / 1000
+        polled; ``None`` if none appears within the action timeout (or ``timeout_ms``)."""
+        limit_ms = self.config.action_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = time.monotonic() + limit_ms / 1000
         while True:
             fresh = [p for p in self.pages if id(p) not in known]
             if fresh:

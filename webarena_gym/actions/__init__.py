@@ -8,7 +8,12 @@ Importing this package does not import Playwright; :func:`execute_action` does, 
 
 from __future__ import annotations
 
-from webarena_gym.actions.execute import ActionError, execute_action
+from webarena_gym.actions.execute import (
+    DEFAULT_ACTION_TIMEOUT_S,
+    ActionError,
+    ActionTimeoutError,
+    execute_action,
+)
 from webarena_gym.actions.parse import (
     ACTION_NAMES,
     SPECIAL_KEY_MAPPINGS,
@@ -31,10 +36,12 @@ from webarena_gym.actions.parse import (
 
 __all__ = [
     "ACTION_NAMES",
+    "DEFAULT_ACTION_TIMEOUT_S",
     "SPECIAL_KEY_MAPPINGS",
     "Action",
     "ActionError",
     "ActionParseError",
+    "ActionTimeoutError",
     "ClickAction",
     "CloseTabAction",
     "GoBackAction",

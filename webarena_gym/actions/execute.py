@@ -8,6 +8,11 @@ types the text and presses Enter when asked. A ``<select>`` gets the option whos
 action the session waits for any navigation the action started; a tab opened by the action becomes the current
 tab.
 
+Every action has a time budget (``timeout_s``, checked between typed chunks and pressed keys, and passed to
+Playwright as the ``timeout=`` of navigations and waits): an action that runs past it is cut off there, the
+current tab's loading is stopped, and :class:`ActionTimeoutError` says so; the page stays as far as the action
+got. Typing stays key by key, as in WebArena.
+
 Agent mistakes raise :class:`ActionError` (the env turns it into ``last_action_error``); a dead browser raises
 :class:`~webarena_gym.errors.BrowserError` (checked after every failure, so a dead browser is never
 mistaken for an agent mistake). The page scripts here are fixed strings: action text only ever travels
@@ -16,6 +21,8 @@ as a call argument, never as code.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
@@ -42,12 +49,57 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from webarena_gym.browser import BrowserSession
 
-__all__ = ["ActionError", "execute_action"]
+__all__ = ["DEFAULT_ACTION_TIMEOUT_S", "ActionError", "ActionTimeoutError", "Deadline", "execute_action"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ACTION_TIMEOUT_S = 30.0
+"""The time budget of one action unless the env is given another."""
+_TYPE_CHUNK = 8
+"""Characters typed between two deadline checks (about 30 ms of typing)."""
+_LABEL_CHARS = 200
 
 
 class ActionError(Exception):
     """The action could not be carried out for a reason the agent can see and fix (shown as
     ``last_action_error``)."""
+
+
+class ActionTimeoutError(ActionError):
+    """The action ran past its time budget and was cut off; the page is as far as the action got."""
+
+
+class Deadline:
+    """The time budget of one action, on the monotonic clock."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.end = time.monotonic() + timeout_s
+
+    def expired(self) -> bool:
+        """Whether the budget is spent."""
+        return time.monotonic() >= self.end
+
+    def ms(self, cap_ms: float) -> float:
+        """A Playwright ``timeout=`` in ms: what is left of the budget, at most ``cap_ms``, at least 1
+        (Playwright reads 0 as no limit at all)."""
+        return max(1.0, min(float(cap_ms), (self.end - time.monotonic()) * 1000))
+
+    def error(self, action: Action) -> ActionTimeoutError:
+        """The error of an action cut off at this deadline."""
+        return ActionTimeoutError(f"{_label(action)}: the action exceeded its {self.timeout_s:g} s timeout "
+                                  "and was cut off there (the page is as far as the action got)")
+
+    def check(self, action: Action) -> None:
+        """Raise :meth:`error` when the budget is spent."""
+        if self.expired():
+            raise self.error(action)
+
+
+def _label(action: Action) -> str:
+    """The action as written in messages, shortened (a 4,000-character ``type`` would hide the reason)."""
+    text = str(action)
+    return text if len(text) <= _LABEL_CHARS else f"{text[:_LABEL_CHARS]}... ({len(text)} chars)"
 
 
 # The element to type into for a target node: its element (text nodes), the control of a <label>, or the
@@ -124,41 +176,69 @@ _SCROLL = """(direction) => {
 }"""
 
 
-def execute_action(action: Action, session: BrowserSession, id_map: Mapping[int, int]) -> None:
+def execute_action(action: Action, session: BrowserSession, id_map: Mapping[int, int], *,
+                   timeout_s: float = DEFAULT_ACTION_TIMEOUT_S) -> None:
     """Run ``action`` on the session's current tab; ``id_map`` maps the last observation's ids to DOM nodes.
 
-    Raises :class:`ActionError` for agent mistakes and :class:`BrowserError` when the browser is gone.
-    ``stop`` is the env's business and is refused here.
+    Raises :class:`ActionError` for agent mistakes (:class:`ActionTimeoutError` when the action ran past
+    ``timeout_s`` seconds and was cut off) and :class:`BrowserError` when the browser is gone. ``stop`` is the
+    env's business and is refused here.
     """
     from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
     if isinstance(action, StopAction):
         raise ValueError("stop ends the episode; the env handles it, not the executor")
+    deadline = Deadline(timeout_s)
     session.check_alive()
     before = {id(p) for p in session.pages}
     opener = session.tab(session.page)
     window_opens = opener.window_opens
     session.take_blocked()
     try:
-        _dispatch(action, session, id_map)
-        session.settle(session.page)
+        _dispatch(action, session, id_map, deadline)
+        _settle(session, session.page, deadline, action)
         if opener.window_opens > window_opens:
-            _follow_new_tab(session, before, opener.page)
+            _follow_new_tab(session, before, opener.page, deadline, action)
     except PlaywrightError as exc:
         session.check_alive()
-        raise ActionError(f"{action} failed: {_short(exc)}") from exc
+        if deadline.expired() or isinstance(exc, PlaywrightTimeoutError):
+            _stop_loading(session)
+        if deadline.expired():
+            raise deadline.error(action) from exc
+        _raise_if_blocked(session, action, exc)  # e.g. a goto whose redirect hop was refused
+        raise ActionError(f"{_label(action)} failed: {_short(exc)}") from exc
     except ActionError as exc:
         session.check_alive()  # an element lookup may have failed because the browser died
-        if not str(exc).startswith(str(action)):
-            raise ActionError(f"{action}: {exc}") from exc
+        if isinstance(exc, ActionTimeoutError):
+            _stop_loading(session)
+        else:
+            _raise_if_blocked(session, action, exc)
+        if not str(exc).startswith(_label(action)):
+            raise ActionError(f"{_label(action)}: {exc}") from exc
         raise
+    _raise_if_blocked(session, action)
+
+
+def _settle(session: BrowserSession, page: Page, deadline: Deadline, action: Action) -> None:
+    """Wait for a navigation the action started, within the action's budget."""
+    session.settle(page, timeout_ms=deadline.ms(session.config.navigation_timeout_ms))
+    if deadline.expired() and not page.is_closed() and session.tab(page).loading:
+        raise deadline.error(action)
+
+
+def _stop_loading(session: BrowserSession) -> None:
+    """Stop whatever the current tab still loads after a cut action, so it holds up nothing that follows."""
+    from playwright.sync_api import Error as PlaywrightError
+
     page = session.page
-    blocked = [b for b in session.take_blocked() if b.navigation]
-    if blocked:
-        _undo_blocked_popup(session, page, blocked)
-        urls = ", ".join(repr(b.url) for b in blocked[:3])
-        raise ActionError(f"{action}: navigation to {urls} was blocked: only the sites "
-                          f"{session.policy.describe()} may be opened")
+    if page.is_closed():
+        return
+    try:
+        cdp_send(session.tab(page).cdp, "Page.stopLoading", timeout_ms=session.config.action_timeout_ms)
+    except PlaywrightError as exc:
+        session.check_alive()  # a dead browser is an error; a tab that went away meanwhile is not
+        log.debug("Page.stopLoading after a cut action failed: %s", exc)
 
 
 def _short(exc: Exception) -> str:
@@ -167,7 +247,7 @@ def _short(exc: Exception) -> str:
     return text[0][:300] if text else type(exc).__name__
 
 
-def _dispatch(action: Action, session: BrowserSession, id_map: Mapping[int, int]) -> None:
+def _dispatch(action: Action, session: BrowserSession, id_map: Mapping[int, int], deadline: Deadline) -> None:
     page = session.page
     if isinstance(action, ClickAction):
         _click(session, page, _backend_id(action.element_id, id_map, action))
@@ -176,15 +256,16 @@ def _dispatch(action: Action, session: BrowserSession, id_map: Mapping[int, int]
         _live_object(session.tab(page).cdp, backend_id)
         point = _centre(session, page, backend_id)
         if point is None:
-            raise ActionError(f"{action}: element [{action.element_id}] has no visible box to hover over")
+            raise ActionError(f"{_label(action)}: element [{action.element_id}] has no visible box to hover "
+                              "over")
         page.mouse.move(*point)
     elif isinstance(action, TypeAction):
-        _type(session, page, action, _backend_id(action.element_id, id_map, action))
+        _type(session, page, action, _backend_id(action.element_id, id_map, action), deadline)
     elif isinstance(action, PressAction):
         keys = action.key_comb
         if "Meta" in keys and "Mac" not in page.evaluate("navigator.platform"):
             keys = keys.replace("Meta", "Control")
-        page.keyboard.press(keys)
+        _press(page, keys, deadline, action)
     elif isinstance(action, ScrollAction):
         page.evaluate(_SCROLL, 1 if action.direction == "down" else -1)
     elif isinstance(action, NewTabAction):
@@ -192,7 +273,8 @@ def _dispatch(action: Action, session: BrowserSession, id_map: Mapping[int, int]
     elif isinstance(action, TabFocusAction):
         pages = session.pages
         if not 0 <= action.index < len(pages):
-            raise ActionError(f"{action}: there is no tab {action.index}; open tabs are 0..{len(pages) - 1}")
+            raise ActionError(f"{_label(action)}: there is no tab {action.index}; open tabs are "
+                              f"0..{len(pages) - 1}")
         session.set_current(pages[action.index])
     elif isinstance(action, CloseTabAction):
         page.close()
@@ -202,11 +284,11 @@ def _dispatch(action: Action, session: BrowserSession, id_map: Mapping[int, int]
         else:
             session.new_tab()
     elif isinstance(action, GotoAction):
-        _goto(session, page, action)
+        _goto(session, page, action, deadline)
     elif isinstance(action, GoBackAction):
-        page.go_back(wait_until="load")
+        page.go_back(wait_until="load", timeout=deadline.ms(session.config.navigation_timeout_ms))
     elif isinstance(action, GoForwardAction):
-        page.go_forward(wait_until="load")
+        page.go_forward(wait_until="load", timeout=deadline.ms(session.config.navigation_timeout_ms))
     else:  # pragma: no cover - the parser only makes the types above
         raise ActionError(f"unsupported action {action!r}")
 
@@ -214,7 +296,7 @@ def _dispatch(action: Action, session: BrowserSession, id_map: Mapping[int, int]
 def _backend_id(element_id: int, id_map: Mapping[int, int], action: Action) -> int:
     backend_id = id_map.get(element_id)
     if backend_id is None:
-        raise ActionError(f"{action}: there is no element [{element_id}] in the current observation "
+        raise ActionError(f"{_label(action)}: there is no element [{element_id}] in the current observation "
                           "(use an id shown in the accessibility tree)")
     return backend_id
 
@@ -279,20 +361,21 @@ def _click(session: BrowserSession, page: Page, backend_id: int) -> None:
         page.mouse.click(*point)
 
 
-def _type(session: BrowserSession, page: Page, action: TypeAction, backend_id: int) -> None:
+def _type(session: BrowserSession, page: Page, action: TypeAction, backend_id: int,
+          deadline: Deadline) -> None:
     cdp = session.tab(page).cdp
     object_id, _ = _live_object(cdp, backend_id)
     info = _call(cdp, object_id, _EDITABLE_KIND) or {}
     kind, what = info.get("kind"), info.get("what", "element")
     if kind in ("none", "disabled", "readonly"):
         reason = {"none": "is not a text field", "disabled": "is disabled", "readonly": "is read-only"}[kind]
-        raise ActionError(f"{action}: element [{action.element_id}] ({what}) {reason}; type needs an "
+        raise ActionError(f"{_label(action)}: element [{action.element_id}] ({what}) {reason}; type needs an "
                           "editable textbox, searchbox, combobox or text area")
     if kind == "select":
         options = _call(cdp, object_id, _SELECT_OPTION, action.text)
         if options is not None:
             shown = ", ".join(repr(o) for o in options[:20])
-            raise ActionError(f"{action}: element [{action.element_id}] ({what}) has no option "
+            raise ActionError(f"{_label(action)}: element [{action.element_id}] ({what}) has no option "
                               f"{action.text!r}; its options are {shown}")
         return
     point = _centre(session, page, backend_id)
@@ -301,13 +384,43 @@ def _type(session: BrowserSession, page: Page, action: TypeAction, backend_id: i
     _call(cdp, object_id, _FOCUS)
     page.keyboard.press("Control+A")
     page.keyboard.press("Backspace")
-    if action.text:
-        page.keyboard.type(action.text)
+    for start in range(0, len(action.text), _TYPE_CHUNK):  # key by key, as WebArena; checked per chunk
+        deadline.check(action)
+        page.keyboard.type(action.text[start:start + _TYPE_CHUNK])
     if action.press_enter:
+        deadline.check(action)
         page.keyboard.press("Enter")
 
 
-def _goto(session: BrowserSession, page: Page, action: GotoAction) -> None:
+def _split_keys(key_comb: str) -> list[str]:
+    """The keys of a combination as Playwright's ``keyboard.press`` splits them (``Shift++`` is Shift, +)."""
+    keys, building = [], ""
+    for char in key_comb:
+        if char == "+" and building:
+            keys.append(building)
+            building = ""
+        else:
+            building += char
+    keys.append(building)
+    return keys
+
+
+def _press(page: Page, key_comb: str, deadline: Deadline, action: Action) -> None:
+    """``keyboard.press`` of a combination, one key at a time within the budget: every key goes down in
+    order, then the keys held are released in reverse order (also when the action is cut off)."""
+    held: list[str] = []
+    try:
+        for key in _split_keys(key_comb):
+            deadline.check(action)
+            page.keyboard.down(key)
+            if key not in held:
+                held.append(key)
+    finally:
+        for key in reversed(held):
+            page.keyboard.up(key)
+
+
+def _goto(session: BrowserSession, page: Page, action: GotoAction, deadline: Deadline) -> None:
     from playwright.sync_api import Error as PlaywrightError
 
     url = action.url
@@ -315,25 +428,31 @@ def _goto(session: BrowserSession, page: Page, action: GotoAction) -> None:
         url = urljoin(page.url, url)
     refusal = session.policy.navigation_refusal(url)
     if refusal is not None:
-        raise ActionError(f"{action}: {refusal}")
+        raise ActionError(f"{_label(action)}: {refusal}")
     try:
-        page.goto(url, wait_until="load")
+        page.goto(url, wait_until="load", timeout=deadline.ms(session.config.navigation_timeout_ms))
     except PlaywrightError as exc:
         session.check_alive()
-        raise ActionError(f"{action}: {_short(exc)}") from exc
+        if deadline.expired():
+            raise deadline.error(action) from exc
+        raise ActionError(f"{_label(action)}: {_short(exc)}") from exc
 
 
-def _follow_new_tab(session: BrowserSession, before: set[int], opener: Page) -> None:
+def _follow_new_tab(session: BrowserSession, before: set[int], opener: Page, deadline: Deadline,
+                    action: Action) -> None:
     """Make the tab the action opened (e.g. a ``target=_blank`` link) current, as WebArena does."""
-    page = session.wait_for_new_page(before, opener)
+    page = session.wait_for_new_page(before, opener, timeout_ms=deadline.ms(session.config.action_timeout_ms))
     if page is not None:
         session.set_current(page)
-        page.wait_for_load_state("load", timeout=session.config.navigation_timeout_ms)
-        session.settle(page)
+        page.wait_for_load_state("load", timeout=deadline.ms(session.config.navigation_timeout_ms))
+        _settle(session, page, deadline, action)
 
 
-def _undo_blocked_popup(session: BrowserSession, page: Page, blocked: list[Any]) -> None:
-    """Close a tab that was opened only to show a blocked URL, returning to the tab before it."""
-    if page.url == "about:blank" and any(b.page is page for b in blocked) and len(session.pages) > 1:
-        page.close()
-        session.set_current(session.pages[-1])
+def _raise_if_blocked(session: BrowserSession, action: Action, cause: Exception | None = None) -> None:
+    """Report the navigations the origin policy refused during the action, once every tab that ended up on a
+    refused URL has been taken back (:meth:`BrowserSession.contain_blocked`)."""
+    urls = session.contain_blocked()
+    if urls:
+        shown = ", ".join(repr(u) for u in urls[:3])
+        raise ActionError(f"{_label(action)}: navigation to {shown} was blocked: only the sites "
+                          f"{session.policy.describe()} may be opened") from cause
