@@ -20,3 +20,11 @@ class CheckpointMismatchError(EsAgentError):
 
 class PromptPoolError(EsAgentError):
     """A prompt pool file or a genome is malformed (names the file, the slot and the variant)."""
+
+
+class DeviceError(EsAgentError):
+    """A device string is not a torch device, or names a device this machine does not have."""
+
+
+class CorruptWeightsError(EsAgentError):
+    """A weights file exists but cannot be read: empty, truncated, or not a safetensors file (names it)."""

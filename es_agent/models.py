@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from es_agent.errors import CheckpointMismatchError, ModelNotFoundError
+from es_agent.errors import CheckpointMismatchError, CorruptWeightsError, DeviceError, ModelNotFoundError
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
@@ -153,6 +153,9 @@ def resolve_model_path(spec: PathLike, *, cache_dir: PathLike | None = None) -> 
         return convert_gguf(path, cache_dir=cache_dir)
     if path.exists():
         raise ModelNotFoundError(f"{path} is neither a checkpoint directory nor a .gguf file")
+    if text.startswith(("/", ".", "~")):
+        raise ModelNotFoundError(f"model path {path} does not exist (expected a checkpoint directory or a "
+                                 ".gguf file)")
     if _HUB_ID.match(text) and "/" in text:
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import LocalEntryNotFoundError
@@ -167,6 +170,66 @@ def resolve_model_path(spec: PathLike, *, cache_dir: PathLike | None = None) -> 
     raise ModelNotFoundError(
         f"unknown model spec {text!r}: expected 'embedded', a local checkpoint directory, a .gguf file, "
         "or a hub id (org/name) present in the local Hugging Face cache")
+
+
+def check_model_spec(spec: PathLike) -> None:
+    """Check, cheaply, that :func:`resolve_model_path` (or the tiny model) can serve ``spec``: no conversion,
+    no weight read. A directory needs a ``config.json`` that is a JSON object; a ``.gguf`` file needs the GGUF
+    magic; a hub id must be in the local cache. Anything else raises :class:`ModelNotFoundError`."""
+    from es_agent.specs import TINY_PREFIX
+
+    text = os.fspath(spec)
+    if text.startswith(TINY_PREFIX) and text[len(TINY_PREFIX):].isdigit():
+        return
+    if text == EMBEDDED:
+        embedded_gguf_path()
+        return
+    path = Path(text).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        with path.open("rb") as fh:
+            if fh.read(4) != b"GGUF":
+                raise ModelNotFoundError(f"{path} is not a GGUF file (no GGUF magic)")
+        return
+    directory = resolve_model_path(path if path.exists() else text)
+    _check_config_file(directory)
+    if not any(next(directory.glob(pattern), None) for pattern in _WEIGHT_PATTERNS):
+        raise ModelNotFoundError(f"{directory} holds no weights ({', '.join(_WEIGHT_PATTERNS)})")
+
+
+_WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json")
+
+
+def _check_config_file(directory: Path) -> None:
+    file = directory / "config.json"
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelNotFoundError(f"{file} is not a readable transformers config: {exc}") from None
+    if not isinstance(data, dict):
+        raise ModelNotFoundError(f"{file} is not a transformers config (a JSON object)")
+
+
+def check_device(device: str | torch.device) -> torch.device:
+    """``device`` as a ``torch.device`` that this machine has (cpu; cuda, mps or xpu when available and the
+    index exists); anything else raises :class:`DeviceError`."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise DeviceError(f"device {device!r} is not a torch device ({exc})") from None
+    if dev.type == "cpu":
+        return dev
+    backend = {"cuda": torch.cuda, "mps": getattr(torch.backends, "mps", None),
+               "xpu": getattr(torch, "xpu", None)}.get(dev.type)
+    if backend is None:
+        raise DeviceError(f"device {device!r}: unsupported device type {dev.type!r} (expected cpu, cuda, mps "
+                          "or xpu)")
+    if not backend.is_available():
+        raise DeviceError(f"device {device!r} is not available on this machine (torch {torch.__version__} "
+                          f"sees no {dev.type} device)")
+    count = getattr(backend, "device_count", lambda: 1)()
+    if dev.index is not None and dev.index >= count:
+        raise DeviceError(f"device {device!r}: this machine has {count} {dev.type} device(s)")
+    return dev
 
 
 def load_model(
@@ -184,8 +247,10 @@ def load_model(
     ``expect_config`` (a config or a mapping of fields) makes a checkpoint of another architecture raise
     :class:`CheckpointMismatchError` before any weight is read. Missing or mismatched tensors raise it too.
     """
+    from safetensors import SafetensorError
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    device = check_device(device)
     path = resolve_model_path(spec, cache_dir=cache_dir)
     if expect_config is not None:
         check_config(AutoConfig.from_pretrained(path, local_files_only=True), expect_config, where=str(path))
@@ -196,6 +261,11 @@ def load_model(
         if "mismatch" in str(exc) or "shape" in str(exc):
             raise CheckpointMismatchError(f"checkpoint at {path} does not fit its config: {exc}") from exc
         raise
+    except OSError as exc:  # transformers' "no file named model.safetensors ... found"
+        raise ModelNotFoundError(f"cannot load the checkpoint at {path}: {exc}") from exc
+    except SafetensorError as exc:
+        raise CorruptWeightsError(f"the weights of {path} are not readable (empty or truncated?): "
+                                  f"{exc}") from exc
     problems = [("missing", k) for k in sorted(info.get("missing_keys", ()))]
     problems += [("mismatched", _mismatch_text(k)) for k in sorted(info.get("mismatched_keys", ()), key=str)]
     problems += [("unexpected", k) for k in sorted(info.get("unexpected_keys", ()))
@@ -231,15 +301,13 @@ def load_weights(model: torch.nn.Module, path: str | os.PathLike[str]) -> None:
     Strict: an unexpected key, a missing key (other than one tied to a loaded tensor) or a shape mismatch
     raises :class:`CheckpointMismatchError` naming the first offending tensor; the model is then unchanged.
     """
-    from safetensors.torch import load_file
-
     source = Path(path)
     files = sorted(source.glob("*.safetensors")) if source.is_dir() else [source]
     if not files or not all(f.is_file() for f in files):
         raise ModelNotFoundError(f"no safetensors weights at {source}")
     loaded: dict[str, torch.Tensor] = {}
     for file in files:
-        loaded.update(load_file(str(file)))
+        loaded.update(_read_safetensors(file))
     own = model.state_dict()
     for name, tensor in loaded.items():
         if name not in own:
@@ -255,6 +323,18 @@ def load_weights(model: torch.nn.Module, path: str | os.PathLike[str]) -> None:
     with torch.no_grad():
         for name, tensor in loaded.items():
             own[name].copy_(tensor)
+
+
+def _read_safetensors(file: Path) -> dict[str, torch.Tensor]:
+    """The tensors of one safetensors file; an unreadable file raises :class:`CorruptWeightsError`."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(file))
+    except (SafetensorError, OSError) as exc:
+        raise CorruptWeightsError(f"{file} is not a readable safetensors file (empty or truncated?): "
+                                  f"{exc}") from None
 
 
 def save_weights(model: torch.nn.Module, path: str | os.PathLike[str]) -> None:

@@ -50,6 +50,19 @@ def _json_safe(value: Any, where: str) -> None:
                         f"{exc}") from None
 
 
+def _check_device_string(device: Any) -> None:
+    """A device string torch parses (``cpu``, ``cuda:1``...); whether the machine has it is checked where the
+    model is built (:func:`es_agent.models.check_device`), which may be another machine."""
+    import torch
+
+    if not isinstance(device, str) or not device:
+        raise SpecError(f"AgentSpec.device must be a non-empty string, got {device!r}")
+    try:
+        torch.device(device)
+    except (RuntimeError, ValueError) as exc:
+        raise SpecError(f"AgentSpec.device {device!r} is not a torch device: {exc}") from None
+
+
 @dataclass(frozen=True)
 class AgentSpec:
     """What a worker builds to act: the model, its perturbation, the prompt pools and the policy."""
@@ -88,6 +101,7 @@ class AgentSpec:
             tail = self.model[len(TINY_PREFIX):]
             if not tail.isdigit():
                 raise SpecError(f"AgentSpec.model {self.model!r}: expected 'tiny:<integer seed>'")
+        _check_device_string(self.device)
         if self.dtype not in DTYPES:
             raise SpecError(f"AgentSpec.dtype must be one of {DTYPES}, got {self.dtype!r}")
         if self.mode not in ("full", "lowrank"):

@@ -202,3 +202,89 @@ def test_embedded_model_converts_once_then_loads_from_cache(
     obs = make_obs()
     action = policy.act(obs)
     assert action in policy.candidates(obs)
+
+
+# ------------------------------------------------------------------------------------------ cheap checks
+
+
+def _bad_specs(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "fake.gguf").write_bytes(b"not a gguf")
+    (tmp_path / "list-config").mkdir()
+    (tmp_path / "list-config" / "config.json").write_text("[1, 2]")
+    (tmp_path / "no-weights").mkdir()
+    (tmp_path / "no-weights" / "config.json").write_text('{"model_type": "qwen2"}')
+    (tmp_path / "plain.txt").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    return {"missing dir": str(tmp_path / "absent"), "uncached hub id": "nobody/not-cached-xyz",
+            "a text file": str(tmp_path / "plain.txt"), "not a gguf": str(tmp_path / "fake.gguf"),
+            "config not an object": str(tmp_path / "list-config"), "no weights": str(tmp_path / "no-weights"),
+            "no config": str(tmp_path), "bad name": "no such model"}
+
+
+def test_check_model_spec_refuses_what_cannot_load(tmp_path: Path, tiny_dir: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from es_agent.models import check_model_spec
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    for what, spec in _bad_specs(tmp_path).items():
+        with pytest.raises(ModelNotFoundError):
+            check_model_spec(spec)
+        print(what, "refused")
+    if Path("/etc/passwd").is_file():
+        with pytest.raises(ModelNotFoundError, match="neither a checkpoint directory nor a .gguf"):
+            check_model_spec("/etc/passwd")
+    check_model_spec("tiny:0")
+    check_model_spec(tiny_dir)
+
+
+def test_check_device_refuses_unknown_and_absent_devices() -> None:
+    from es_agent.errors import DeviceError
+    from es_agent.models import check_device
+
+    assert check_device("cpu") == torch.device("cpu")
+    for bad, message in (("tpu9", "not a torch device"), ("meta", "unsupported device type"),
+                         ("", "not a torch device")):
+        with pytest.raises(DeviceError, match=message):
+            check_device(bad)
+    if not torch.cuda.is_available():
+        with pytest.raises(DeviceError, match="'cuda' is not available on this machine"):
+            check_device("cuda")
+    else:
+        with pytest.raises(DeviceError, match="cuda device"):
+            check_device(f"cuda:{torch.cuda.device_count()}")
+
+
+def test_agent_spec_refuses_a_device_string_torch_cannot_parse() -> None:
+    from es_agent.specs import AgentSpec, SpecError
+
+    with pytest.raises(SpecError, match="AgentSpec.device 'tpu9' is not a torch device"):
+        AgentSpec(model="tiny:0", device="tpu9")
+    assert AgentSpec(model="tiny:0", device="cuda:3").device == "cuda:3"  # availability: where it is built
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_load_model_on_an_absent_device_is_a_typed_error(tiny_dir: Path) -> None:
+    from es_agent.errors import DeviceError
+
+    with pytest.raises(DeviceError, match="'cuda' is not available"):
+        load_model(tiny_dir, device="cuda")
+
+
+@pytest.mark.parametrize("size", [0, 100], ids=["empty", "truncated"])
+def test_unreadable_weights_are_typed_errors(tiny: tuple[Any, Any], tiny_dir: Path, tmp_path: Path,
+                                             size: int) -> None:
+    import shutil
+
+    from es_agent.errors import CorruptWeightsError
+
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_dir, broken)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:size])
+    with pytest.raises(CorruptWeightsError, match="not readable"):
+        load_model(broken)
+    with pytest.raises(CorruptWeightsError, match=r"model\.safetensors is not a readable safetensors file"):
+        load_weights(tiny[0], weights)
+    weights.unlink()
+    with pytest.raises(ModelNotFoundError, match="cannot load the checkpoint"):
+        load_model(broken)
