@@ -25,6 +25,7 @@ the logged pool changes; the distribution logged with generation ``G`` (:meth:`R
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -36,18 +37,35 @@ from typing import TYPE_CHECKING, Any
 
 from cotrain.config import TrainConfig, config_from_dict
 from cotrain.distribution import CoEvolutionDistribution, WeightUpdate
-from cotrain.errors import CheckpointError, ConfigError, RunDirError
+from cotrain.errors import CheckpointError, ConfigError, RunDirError, RunIntegrityError
+from cotrain.integrity import (
+    DIGEST,
+    GENESIS,
+    LOCK_FILE,
+    RunLock,
+    record_digest,
+    sha256_file,
+    verify_chain,
+    verify_file_digest,
+    verify_snapshot,
+)
 from cotrain.prompt_evolution import apply_pool_changes
 
 if TYPE_CHECKING:  # pragma: no cover
     from es_agent.prompts import PromptPools
 
-RUN_FORMAT = "esopt-run/1"
-"""Tag of ``run.json``."""
+RUN_FORMAT = "esopt-run/2"
+"""Tag of ``run.json`` (2: the update log is a hash chain, snapshots and inputs carry SHA-256 digests)."""
+LEGACY_RUN_FORMAT = "esopt-run/1"
+"""Tag of runs written before the digests: still opened, resumed, evaluated and exported, without the checks
+that need digests (their log must then carry no chain field at all)."""
 SNAPSHOT_FORMAT = "esopt-snapshot/1"
 """Tag of ``snapshots/*/snapshot.json``."""
 WEIGHTS_FILE = "model.safetensors"
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".msgpack", ".h5")
+_INPUTS = ("config.json", "initial_prompt_pools.json")
+"""Files written once at creation whose digests ``run.json`` keeps (``files``)."""
+_log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------------------------- atomic IO
@@ -194,6 +212,9 @@ class RunDir:
         self.config = config
         self._records: list[dict[str, Any]] | None = None
         self._metrics: list[dict[str, Any]] | None = None
+        self._lock = RunLock(self.path)
+        self._created = False
+        self._torn: int | None = None
 
     # ---------------------------------------------------------------------------------------- open/create
 
@@ -201,21 +222,33 @@ class RunDir:
     def create(cls, path: str | Path, config: TrainConfig, pools: PromptPools) -> RunDir:
         """A new run directory for ``config`` (the directory must be absent or empty)."""
         path = Path(path)
-        if (path / "run.json").exists():
-            raise RunDirError(f"{path} already holds a run ({path / 'run.json'}): continue it with "
-                              f"`esopt resume --run-dir {path}` or choose another directory")
-        if path.exists() and (not path.is_dir() or any(path.iterdir())):
-            raise RunDirError(f"{path} exists, is not empty and is not an esopt run directory (no run.json)")
+        if path.exists() and not path.is_dir():
+            raise RunDirError(f"{path} exists and is not a directory")
+        created = not path.exists()
         path.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path / "config.json", config.to_dict())
-        atomic_write_json(path / "initial_prompt_pools.json", pools.to_dict())
-        now = _now()
-        manifest = {"format": RUN_FORMAT, "generation": 0, "total_generations": config.es.generations,
-                    "finished": False, "log_end": 0, "snapshots": [], "checksum": None, "created": now,
-                    "updated": now}
-        atomic_write_json(path / "run.json", manifest)
+        lock = RunLock(path)
+        lock.acquire()  # before the checks: two `esopt train` on one directory cannot both pass them
+        try:
+            if (path / "run.json").exists():
+                raise RunDirError(f"{path} already holds a run ({path / 'run.json'}): continue it with "
+                                  f"`esopt resume --run-dir {path}` or choose another directory")
+            if any(p.name != LOCK_FILE for p in path.iterdir()):
+                raise RunDirError(f"{path} exists, is not empty and is not an esopt run directory "
+                                  "(no run.json)")
+            atomic_write_json(path / "config.json", config.to_dict())
+            atomic_write_json(path / "initial_prompt_pools.json", pools.to_dict())
+            now = _now()
+            manifest = {"format": RUN_FORMAT, "generation": 0, "total_generations": config.es.generations,
+                        "finished": False, "log_end": 0, "log_head": GENESIS, "snapshots": [],
+                        "checksum": None, "files": {name: sha256_file(path / name) for name in _INPUTS},
+                        "created": now, "updated": now}
+            atomic_write_json(path / "run.json", manifest)
+        except BaseException:
+            lock.release()
+            raise
         run = cls(path, manifest, config)
         run._records, run._metrics = [], []
+        run._lock, run._created = lock, created
         return run
 
     @classmethod
@@ -228,17 +261,18 @@ class RunDir:
         if not manifest_path.exists():
             raise RunDirError(f"{path} is not an esopt run directory: {manifest_path} is missing")
         manifest = read_json(manifest_path)
-        if not isinstance(manifest, dict) or manifest.get("format") != RUN_FORMAT:
+        if not isinstance(manifest, dict) or manifest.get("format") not in (RUN_FORMAT, LEGACY_RUN_FORMAT):
             found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
             raise RunDirError(f"{manifest_path} is not an esopt run manifest (format {found!r}, "
                               f"expected {RUN_FORMAT!r})")
-        for key, kind in (("generation", int), ("snapshots", list), ("total_generations", int)):
-            if not isinstance(manifest.get(key), kind):
-                raise RunDirError(f"corrupt file {manifest_path}: {key!r} must be {kind.__name__}")
+        _check_manifest(manifest, manifest_path)
         try:
             config = config_from_dict(read_json(path / "config.json"))
         except ConfigError as exc:
             raise RunDirError(f"corrupt file {path / 'config.json'}: {exc}") from None
+        if manifest["format"] == RUN_FORMAT:  # a valid config that is not the one the run started with
+            verify_file_digest(path / "config.json", manifest["files"]["config.json"], manifest_path,
+                               "the run's configuration")
         return cls(path, manifest, config)
 
     # ---------------------------------------------------------------------------------------- reading
@@ -249,6 +283,11 @@ class RunDir:
         return int(self.manifest["generation"])
 
     @property
+    def chained(self) -> bool:
+        """Whether the run carries digests (format 2): a hash-chained log and verified snapshots."""
+        return self.manifest["format"] == RUN_FORMAT
+
+    @property
     def finished(self) -> bool:
         """Whether the run reached its last generation and wrote its final snapshot."""
         return bool(self.manifest.get("finished"))
@@ -257,20 +296,32 @@ class RunDir:
         """Update-log entries of the completed generations (entries past ``run.json``'s count are ignored)."""
         if self._records is None:
             file = self.path / "update_log.jsonl"
-            lines = read_jsonl(file)
-            kept = [r for r in lines if isinstance(r.get("iter"), int) and r["iter"] <= self.generation]
-            if [r["iter"] for r in kept] != list(range(1, self.generation + 1)):
+            lines, self._torn = _read_log(file)
+            kept = [(n, r) for n, r in lines[:self.generation]]
+            if [r.get("iter") for _, r in kept] != list(range(1, self.generation + 1)):
+                if self._torn is not None and len(kept) < self.generation:
+                    raise CheckpointError(
+                        f"{file}, line {self._torn}: truncated (a write torn by a crash or a full disk), but "
+                        f"{self.path / 'run.json'} records {self.generation} generation(s) and the log holds "
+                        f"{len(kept)} complete line(s): generation {len(kept) + 1} cannot be rebuilt")
                 raise CheckpointError(f"{file} does not hold generations 1..{self.generation} in order "
-                                      f"(found {[r.get('iter') for r in lines][:20]})")
-            self._records = kept
+                                      f"(found {[r.get('iter') for _, r in lines][:20]})")
+            if self.chained:
+                verify_chain(file, kept, self.manifest["log_head"])
+            else:
+                chained = [n for n, r in kept if "prev" in r]
+                if chained:
+                    raise RunIntegrityError(f"{file}, line {chained[0]}: a chain digest ('prev') in the log "
+                                            f"of a {LEGACY_RUN_FORMAT} run, whose log carries none")
+            self._records = [r for _, r in kept]
         return self._records
 
     def metrics(self) -> list[dict[str, Any]]:
         """Status dicts of the completed generations."""
         if self._metrics is None:
-            rows = read_jsonl(self.path / "metrics.jsonl")
+            rows, _ = _read_log(self.path / "metrics.jsonl")  # a torn last line (a crash) is dropped
             last = self.generation
-            self._metrics = [m for m in rows if isinstance(m.get("iter"), int) and m["iter"] <= last]
+            self._metrics = [m for _, m in rows if isinstance(m.get("iter"), int) and m["iter"] <= last]
         return self._metrics
 
     def initial_pools(self) -> PromptPools:
@@ -279,6 +330,9 @@ class RunDir:
         from es_agent.prompts import PromptPools
 
         file = self.path / "initial_prompt_pools.json"
+        if self.chained and file.is_file():
+            verify_file_digest(file, self.manifest["files"][file.name], self.path / "run.json",
+                               "the prompt pools at generation 0")
         try:
             return PromptPools.from_dict(read_json(file, CheckpointError), source=str(file))
         except PromptPoolError as exc:
@@ -305,23 +359,44 @@ class RunDir:
             raise CheckpointError(f"{self.path / 'update_log.jsonl'}: replayed pools {pools.sizes()} do not "
                                   f"match the logged distribution {dist.pool_sizes}")
         snapshot, snap_gen, checksum = None, 0, None
-        listed = [s for s in self.manifest["snapshots"] if int(s["generation"]) <= self.generation]
+        listed = [s for s in self.manifest["snapshots"] if s["generation"] <= self.generation]
         if listed:
-            latest = max(listed, key=lambda s: int(s["generation"]))
-            snap_gen = int(latest["generation"])
-            folder = self.snapshot_dir(snap_gen)
-            meta = read_json(folder / "snapshot.json", CheckpointError)
-            snapshot = folder / WEIGHTS_FILE
-            if not snapshot.is_file():
-                raise CheckpointError(f"missing checkpoint {snapshot} (listed in {self.path / 'run.json'})")
+            latest = max(listed, key=lambda s: s["generation"])
+            snap_gen = latest["generation"]
+            snapshot = verify_snapshot(self.path, latest, self.snapshot_dir(snap_gen), WEIGHTS_FILE,
+                                       SNAPSHOT_FORMAT, digests=self.chained)
             if snap_gen == self.generation:
-                checksum = meta.get("checksum")
-        final = self.manifest.get("checksum")
-        if isinstance(final, dict) and final.get("generation") == self.generation:
-            checksum = final.get("value")
-        pending = [(int(r["iter"]), WeightUpdate.from_dict(r["update"]))
-                   for r in records if r["iter"] > snap_gen]
+                checksum = latest["checksum"]
+        self._check_final_checksum()
+        pending = [(int(r["iter"]), self._weight_update(r)) for r in records if r["iter"] > snap_gen]
         return RunState(self.generation, dist, pools, snapshot, snap_gen, pending, checksum)
+
+    def _check_final_checksum(self) -> None:
+        """``run.json``'s ``checksum`` must be the one its snapshot entry (and ``snapshot.json``) records."""
+        final = self.manifest.get("checksum")
+        if final is None:
+            return
+        entry = next((s for s in self.manifest["snapshots"] if s["generation"] == final["generation"]), None)
+        if entry is None or entry["checksum"] != final["value"]:
+            raise RunIntegrityError(
+                f"{self.path / 'run.json'}: 'checksum' of generation {final['generation']} is "
+                f"{str(final['value'])[:12]!r}, the snapshot of that generation records "
+                f"{(entry or {}).get('checksum', 'nothing')!s:.12}: run.json was edited")
+
+    def _weight_update(self, record: Mapping[str, Any]) -> WeightUpdate:
+        """The logged weight update of one record; a malformed one names the file and generation."""
+        import math
+
+        try:
+            update = WeightUpdate.from_dict(record["update"])
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise CheckpointError(f"corrupt file {self.path / 'update_log.jsonl'}, generation "
+                                  f"{record['iter']}: 'update' must hold integer 'seeds' and numeric "
+                                  f"'coeffs' ({type(exc).__name__}: {exc})") from None
+        if not all(math.isfinite(c) for c in update.coeffs):
+            raise CheckpointError(f"corrupt file {self.path / 'update_log.jsonl'}, generation "
+                                  f"{record['iter']}: update coefficients must be finite")
+        return update
 
     # ---------------------------------------------------------------------------------------- writing
 
@@ -331,14 +406,19 @@ class RunDir:
         gen = int(record["iter"])
         if gen != self.generation + 1:
             raise RunDirError(f"{self.path}: generation {gen} committed after {self.generation}")
-        records = [*self.records(), json_safe(dict(record))]
+        entry = json_safe(dict(record))
+        chain: dict[str, Any] = {}
+        if self.chained:
+            entry["prev"] = self.manifest["log_head"]
+            chain["log_head"] = record_digest(entry)
+        records = [*self.records(), entry]
         metrics = [*self.metrics(), json_safe({**status, "iter": gen})]
         atomic_write_text(self.path / "update_log.jsonl", "".join(_line(r) for r in records))
         atomic_write_text(self.path / "metrics.jsonl", "".join(_line(m) for m in metrics))
         atomic_write_json(self.path / "distribution.json", {"generation": gen, **distribution.to_dict()})
         atomic_write_json(self.path / "prompt_pools.json", {"generation": gen, **pools.to_dict()})
         self._records, self._metrics = records, metrics
-        self._write_manifest(generation=gen, log_end=int(log_end))
+        self._write_manifest(generation=gen, log_end=int(log_end), **chain)
 
     def write_snapshot(self, generation: int, save_weights: Callable[[Path], str], model_spec: str) -> Path:
         """Save the centre after ``generation`` as ``snapshots/gen_<generation>/`` (HF layout) and list it in
@@ -348,9 +428,11 @@ class RunDir:
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
         try:
             checksum = save_weights(tmp / WEIGHTS_FILE)
+            digest, size = sha256_file(tmp / WEIGHTS_FILE), (tmp / WEIGHTS_FILE).stat().st_size
             write_model_metadata(model_spec, tmp)
             atomic_write_json(tmp / "snapshot.json", {"format": SNAPSHOT_FORMAT, "generation": generation,
-                                                      "checksum": checksum, "created": _now()})
+                                                      "checksum": checksum, "sha256": digest, "bytes": size,
+                                                      "created": _now()})
             os.chmod(tmp, 0o755)
             for file in tmp.iterdir():
                 os.chmod(file, 0o644)
@@ -361,16 +443,16 @@ class RunDir:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
         _fsync_dir(final.parent)
-        snapshots = [s for s in self.manifest["snapshots"] if int(s["generation"]) != generation]
+        snapshots = [s for s in self.manifest["snapshots"] if s["generation"] != generation]
         snapshots.append({"generation": generation, "path": str(final.relative_to(self.path)),
-                          "checksum": checksum})
+                          "checksum": checksum, "sha256": digest})
         self._write_manifest(snapshots=sorted(snapshots, key=lambda s: s["generation"]),
                              checksum={"generation": generation, "value": checksum})
         return final
 
     def has_snapshot(self, generation: int) -> bool:
         """Whether ``run.json`` lists a snapshot of ``generation``."""
-        return any(int(s["generation"]) == generation for s in self.manifest["snapshots"])
+        return any(s["generation"] == generation for s in self.manifest["snapshots"])
 
     def record_tasks(self, tasks: Mapping[str, Any]) -> None:
         """Record the task ids the run resolved at its start (``{"train": [...], "eval": [...]}``) in
@@ -382,16 +464,47 @@ class RunDir:
         self._write_manifest(finished=True)
 
     def reopen_for_resume(self) -> None:
-        """Drop log lines and metrics past the last committed generation and the temporary files of writes
-        that a kill interrupted."""
-        self.records()
-        self.metrics()
+        """Take the directory's lock (another writer: RunDirError), check the log, and drop log lines and
+        metrics past the last committed generation (a line torn by a crash among them) and the temporary
+        files of writes that a kill interrupted."""
+        self.lock()
+        records, metrics = self.records(), self.metrics()
+        if self._torn is not None:
+            _log.warning("%s, line %d: dropped a line torn by a crash after generation %d (past run.json)",
+                         self.path / "update_log.jsonl", self._torn, self.generation)
+            atomic_write_text(self.path / "update_log.jsonl", "".join(_line(r) for r in records))
+            atomic_write_text(self.path / "metrics.jsonl", "".join(_line(m) for m in metrics))
+            self._torn = None
         for folder in (self.path, self.path / "snapshots"):
             for stale in folder.glob(".*.tmp") if folder.is_dir() else ():
                 if stale.is_dir():
                     shutil.rmtree(stale, ignore_errors=True)
                 else:
                     stale.unlink(missing_ok=True)
+
+    def lock(self) -> None:
+        """Hold the directory's lock until :meth:`release` (or the process ends); RunDirError when another
+        process writes the run."""
+        self._lock.acquire()
+
+    def release(self) -> None:
+        """Drop the directory's lock (a no-op when not held)."""
+        self._lock.release()
+
+    def discard(self) -> None:
+        """Remove a run that never completed a generation (what :meth:`create` wrote, and the directory when
+        it made it), so that a failed start leaves nothing behind; refused once a generation is logged."""
+        if self.generation != 0 or (self.path / "update_log.jsonl").exists():
+            raise RunDirError(f"{self.path}: refusing to discard a run with logged generations")
+        for name in (*_INPUTS, "run.json", "metrics.jsonl"):
+            (self.path / name).unlink(missing_ok=True)
+        snapshots = self.path / "snapshots"
+        if snapshots.is_dir() and not any(snapshots.iterdir()):
+            snapshots.rmdir()
+        self.release()
+        (self.path / LOCK_FILE).unlink(missing_ok=True)
+        if self._created and not any(self.path.iterdir()):
+            self.path.rmdir()
 
     def _write_manifest(self, **changes: Any) -> None:
         manifest = {**self.manifest, **changes, "updated": _now()}
@@ -418,6 +531,77 @@ def write_model_metadata(model_spec: str, dest: Path) -> None:
         if file.is_file() and file.name != MANIFEST and not file.name.endswith(_WEIGHT_SUFFIXES) \
                 and not file.name.endswith(".index.json"):
             shutil.copy2(file, dest / file.name)
+
+
+def _read_log(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], int | None]:
+    """``(line number, record)`` of a JSON-lines file (missing: none) and the number of a torn last line (one
+    that does not parse, as a crash mid-write leaves it; ``None`` if there is none). Any other line that is
+    not a JSON object raises RunDirError naming the file and line."""
+    if not path.exists():
+        return [], None
+    numbered = [(n, line) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+                if line.strip()]
+    out: list[tuple[int, dict[str, Any]]] = []
+    for i, (number, line) in enumerate(numbered):
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if i == len(numbered) - 1:
+                return out, number
+            raise RunDirError(f"corrupt file {path}, line {number}: {exc}") from None
+        if not isinstance(item, dict):
+            raise RunDirError(f"corrupt file {path}, line {number}: expected a JSON object")
+        out.append((number, item))
+    return out, None
+
+
+def _check_manifest(manifest: dict[str, Any], path: Path) -> None:
+    """The fields of ``run.json`` that rebuilding a run reads; a bad one is a RunDirError naming it."""
+    def bad(key: str, expected: str) -> RunDirError:
+        return RunDirError(f"corrupt file {path}: {key} must be {expected}, got {_field(manifest, key)!r}")
+
+    if not _is_int(manifest.get("generation"), 0):
+        raise bad("'generation'", "an integer >= 0")
+    if not _is_int(manifest.get("total_generations"), 1):
+        raise bad("'total_generations'", "an integer >= 1")
+    chained = manifest["format"] == RUN_FORMAT
+    snapshots = manifest.get("snapshots")
+    if not isinstance(snapshots, list):
+        raise bad("'snapshots'", "a list")
+    seen: set[int] = set()
+    for i, entry in enumerate(snapshots):
+        key = f"'snapshots'[{i}]"
+        expected = ('{"generation": int >= 1, "path": "snapshots/gen_NNNNNN", "checksum": str'
+                    + (', "sha256": hex digest}' if chained else "}"))
+        if not isinstance(entry, dict) or not _is_int(entry.get("generation"), 1) \
+                or not isinstance(entry.get("checksum"), str) \
+                or (chained and not DIGEST.match(str(entry.get("sha256")))):
+            raise RunDirError(f"corrupt file {path}: {key} must be {expected}, got {entry!r}")
+        gen = entry["generation"]
+        if entry.get("path") != f"snapshots/gen_{gen:06d}":
+            raise RunDirError(f"corrupt file {path}: {key}: path {entry.get('path')!r} is not "
+                              f"'snapshots/gen_{gen:06d}' (snapshots live inside the run directory)")
+        if gen in seen:
+            raise RunDirError(f"corrupt file {path}: {key}: generation {gen} is listed twice")
+        seen.add(gen)
+    final = manifest.get("checksum")
+    if final is not None and not (isinstance(final, dict) and _is_int(final.get("generation"), 1)
+                                  and isinstance(final.get("value"), str)):
+        raise bad("'checksum'", '{"generation": int >= 1, "value": str} or null')
+    if chained:
+        if not DIGEST.match(str(manifest.get("log_head"))):
+            raise bad("'log_head'", "a SHA-256 hex digest")
+        files = manifest.get("files")
+        if not isinstance(files, dict) or not all(DIGEST.match(str(files.get(n))) for n in _INPUTS):
+            raise bad("'files'", f"SHA-256 hex digests of {list(_INPUTS)}")
+
+
+def _is_int(value: Any, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _field(manifest: dict[str, Any], key: str) -> Any:
+    return manifest.get(key.strip("'"))
 
 
 def _line(item: Mapping[str, Any]) -> str:

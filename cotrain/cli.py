@@ -5,22 +5,51 @@
     esopt eval   --run-dir DIR [--split S] [--n-tasks N] [--export DIR] [--no-baseline]
     esopt export --run-dir DIR --out DIR
 
-Errors of configuration, run directories and checkpoints print one line and exit with status 2; an interrupt
-exits with 130 and leaves the run directory at its last completed generation (``esopt resume`` continues).
+Errors of configuration, run directories, checkpoints, models and devices (``CotrainError`` and
+``EsAgentError``) print one line and exit with status 2; an interrupt exits with 130 and leaves the run
+directory at its last completed generation (``esopt resume`` continues).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from cotrain.errors import CotrainError
+from es_agent.errors import EsAgentError
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
+_DRIVER_CLOSED = "Connection closed while reading from the driver"
+
+
+class _InterruptedDriverFilter(logging.Filter):
+    """Drops asyncio's "Future exception was never retrieved" report of a Playwright driver connection that
+    closed after an interrupt: Ctrl-C reaches the whole process group, so the browser driver dies with the
+    run, and the future that recorded its end is collected unread. Only after an interrupt; every other
+    record passes."""
+
+    interrupted = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (self.interrupted and message.startswith("Future exception was never retrieved")
+                    and _DRIVER_CLOSED in message)
+
+
+_DRIVER_FILTER = _InterruptedDriverFilter()
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    """Python's own SIGINT handler (raise KeyboardInterrupt), after noting the interrupt for the filter."""
+    _DRIVER_FILTER.interrupted = True
+    signal.default_int_handler(signum, frame)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,15 +87,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``esopt`` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
     os.environ.setdefault("EVOTORCH_VERBOSE_LEVEL", "0")  # EvoTorch's INFO lines would break the dashboard
+    logging.getLogger("asyncio").addFilter(_DRIVER_FILTER)
+    own_handler = (threading.current_thread() is threading.main_thread()
+                   and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    if own_handler:
+        signal.signal(signal.SIGINT, _on_sigint)
     try:
         return _dispatch(args)
-    except CotrainError as exc:
-        print(f"esopt {args.command}: error: {exc}", file=sys.stderr)
+    except (CotrainError, EsAgentError) as exc:
+        print(f"esopt {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
+        _DRIVER_FILTER.interrupted = True
         print(f"esopt {args.command}: interrupted; the run directory keeps its last completed generation",
               file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        if own_handler:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -78,18 +116,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         cfg = load_config(args.config, overrides)
         _print_result(train(cfg, args.run_dir))
     elif args.command == "resume":
-        from cotrain.checkpoint import RunDir
-        from cotrain.trainer import resume, run_generations
+        from cotrain.trainer import resume
 
-        if args.ui:
-            import dataclasses
-
-            run = RunDir.open(args.run_dir)
-            run.config = dataclasses.replace(run.config, ui=dataclasses.replace(run.config.ui, mode=args.ui))
-            run.reopen_for_resume()
-            _print_result(run_generations(run))
-        else:
-            _print_result(resume(args.run_dir))
+        _print_result(resume(args.run_dir, ui=args.ui))
     elif args.command == "eval":
         from cotrain.evaluate import evaluate_run, format_report
 
@@ -102,6 +131,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         out = export_run(args.run_dir, args.out)
         print(f"exported to {out} (load with transformers.AutoModelForCausalLM.from_pretrained)")
     return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    """The error's message on one line (a message never spreads over the terminal)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _print_result(result: object) -> None:

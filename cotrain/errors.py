@@ -19,3 +19,8 @@ class RunDirError(CotrainError):
 
 class CheckpointError(CotrainError):
     """A checkpoint needed to rebuild a run's state is missing or unreadable (names the file)."""
+
+
+class RunIntegrityError(CheckpointError):
+    """A run file does not match the digest recorded for it (a snapshot, a line of the update log, the
+    config): it changed after it was written. Names the file and the generation."""

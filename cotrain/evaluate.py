@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from cotrain.checkpoint import RunDir, RunState, atomic_write_json, read_json
-from cotrain.errors import ConfigError, RunDirError
-from cotrain.trainer import build_problem, ensure_ray, eval_task_ids
+from cotrain.errors import CheckpointError, ConfigError, RunDirError
+from cotrain.export import EXPORT_FORMAT
+from cotrain.integrity import check_safetensors, verify_file_digest
+from cotrain.trainer import build_problem, check_models, ensure_ray, eval_task_ids
 from es_agent.specs import check_task_ids
 
 TaskId = int | str
@@ -36,6 +38,7 @@ def evaluate_run(run_dir: str | Path, *, split: str | None = None, n_tasks: int 
     else:
         tasks = check_task_ids(tasks, what="evaluation tasks")
     state = run.load_state()
+    check_models(cfg)
     ensure_ray(cfg.workers)
     if export_dir is not None:
         centre = _evaluate_export(run, state, Path(export_dir), tasks)
@@ -100,7 +103,7 @@ def _evaluate_export(run: RunDir, state: RunState, export_dir: Path,
                      tasks: Sequence[TaskId]) -> dict[str, Any]:
     from es_agent.problem import AgentProblem
 
-    best = read_json(export_dir / "best_prompt.json", RunDirError)
+    best = _check_export(export_dir)
     pools = read_json(export_dir / "prompt_pools.json", RunDirError)
     cfg = run.config
     agent = dataclasses.replace(cfg.agent, model=str(export_dir)).spec(prompt_pools=pools)
@@ -113,3 +116,30 @@ def _evaluate_export(run: RunDir, state: RunState, export_dir: Path,
     out = summarise_rewards(tasks, rewards)
     out.update(source=f"export {export_dir}", generation=best.get("generation"), genome=best.get("genome"))
     return out
+
+
+def _check_export(export_dir: Path) -> dict[str, Any]:
+    """The ``best_prompt.json`` of an ``esopt export`` directory, after checking its provenance file and its
+    weights (against the recorded SHA-256, or at least as a readable safetensors file)."""
+    manifest_path = export_dir / "esopt_export.json"
+    manifest = read_json(manifest_path, RunDirError)
+    if not isinstance(manifest, dict) or manifest.get("format") != EXPORT_FORMAT:
+        raise RunDirError(f"{manifest_path} is not an esopt export manifest (expected format "
+                          f"{EXPORT_FORMAT!r})")
+    weights = export_dir / "model.safetensors"
+    shards = sorted(export_dir.glob("model-*-of-*.safetensors"))
+    if not weights.exists() and shards:  # a large model saved in shards: each must be readable
+        for shard in shards:
+            check_safetensors(shard, "exported weights")
+    elif weights.is_symlink() or not weights.is_file():
+        raise CheckpointError(f"missing exported weights {weights} (a plain file)")
+    elif isinstance(manifest.get("sha256"), str):
+        verify_file_digest(weights, manifest["sha256"], manifest_path, "exported weights")
+    else:
+        check_safetensors(weights, "exported weights")
+    best_path = export_dir / "best_prompt.json"
+    best = read_json(best_path, RunDirError)
+    ids = best.get("prompt_ids") if isinstance(best, dict) else None
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise RunDirError(f"corrupt file {best_path}: 'prompt_ids' must be a list of integers, got {ids!r}")
+    return best

@@ -4,7 +4,8 @@ The weights are the last snapshot plus the weight updates logged after it, repla
 same noise as the workers; the result is checked against the checksum the run recorded (when it recorded one
 for that generation). ``out/`` then holds ``model.safetensors``, ``config.json`` and the tokenizer files (what
 ``transformers.AutoModelForCausalLM.from_pretrained(out)`` loads), ``best_prompt.json`` (the most probable
-genome's texts), ``prompt_pools.json`` and ``esopt_export.json`` (provenance).
+genome's texts), ``prompt_pools.json`` and ``esopt_export.json`` (provenance, and the SHA-256 of
+``model.safetensors``, which ``esopt eval --export`` checks).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from cotrain.checkpoint import RunDir, RunState, atomic_write_json
 from cotrain.errors import CheckpointError, RunDirError
+from cotrain.integrity import sha256_file
 
 EXPORT_FORMAT = "esopt-export/1"
 
@@ -56,8 +58,11 @@ def centre_model(run: RunDir, state: RunState) -> tuple[Any, Any, str]:
 
 def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:
     """Write the export of ``run_dir`` into ``out_dir`` (absent or empty); returns ``out_dir``."""
+    from cotrain.trainer import check_models
+
     run = RunDir.open(run_dir)
     state = run.load_state()
+    check_models(run.config)
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise RunDirError(f"export directory {out} exists and is not empty")
@@ -69,10 +74,12 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:
         tokenizer.save_pretrained(tmp)
         atomic_write_json(tmp / "best_prompt.json", best_prompt(state))
         atomic_write_json(tmp / "prompt_pools.json", state.pools.to_dict())
+        weights = tmp / "model.safetensors"
         atomic_write_json(tmp / "esopt_export.json", {
             "format": EXPORT_FORMAT, "run_dir": str(run.path.resolve()), "generation": state.generation,
             "checksum": checksum, "base_model": run.config.agent.model,
-            "snapshot_generation": state.snapshot_generation, "replayed_updates": len(state.pending)})
+            "snapshot_generation": state.snapshot_generation, "replayed_updates": len(state.pending),
+            "sha256": sha256_file(weights) if weights.is_file() else None})
         os.chmod(tmp, 0o755)
         if out.exists():
             out.rmdir()

@@ -283,23 +283,68 @@ def make_logger(cfg: TrainConfig, searcher: CoEvolutionES | None, console: Conso
 # ------------------------------------------------------------------------------------------ runs
 
 
+def check_models(cfg: TrainConfig) -> None:
+    """Cheap checks, before anything is built or written, that the run's models exist locally and its device
+    is usable here (ConfigError naming ``agent.model``, ``prompts.mutation_model`` or ``agent.device``): no
+    weight is read. With a remote Ray cluster (``workers.address``) the device is the workers' business."""
+    from es_agent.errors import EsAgentError
+    from es_agent.models import check_device, check_model_spec
+
+    models = (("agent.model", cfg.agent.model), ("prompts.mutation_model", cfg.prompts.mutation_model))
+    for key, spec in models:
+        if spec:
+            try:
+                check_model_spec(spec)
+            except EsAgentError as exc:
+                raise ConfigError(f"{key}: {exc}") from None
+    if not cfg.workers.address:
+        try:
+            check_device(cfg.agent.device)
+        except EsAgentError as exc:
+            raise ConfigError(f"agent.device: {exc}") from None
+
+
 def train(cfg: TrainConfig, run_dir: str | Path, *, console: Console | None = None,
           stop_after: int | None = None) -> TrainResult:
     """Start a new run in ``run_dir`` (absent or empty). ``stop_after`` stops after that many generations
-    without the final snapshot, as if the process had been killed (for tests and resume drills)."""
+    without the final snapshot, as if the process had been killed (for tests and resume drills).
+
+    The pools, the tasks, the models and the device are checked before the directory is made, and a start
+    that fails before its first generation is logged removes what it wrote: a failed ``train`` never leaves a
+    directory that ``train`` refuses and ``resume`` cannot use."""
     pools = load_pools(cfg.prompts.pools)
     tasks = resolve_tasks(cfg)  # before the directory exists: a bad template leaves nothing behind
+    check_models(cfg)
     run = RunDir.create(run_dir, cfg, pools)
-    run.record_tasks(tasks.to_dict())
-    return run_generations(run, console=console, stop_after=stop_after)
+    try:
+        run.record_tasks(tasks.to_dict())
+        return run_generations(run, console=console, stop_after=stop_after)
+    except Exception:
+        if run.generation == 0:
+            run.discard()
+        raise
+    finally:
+        run.release()
 
 
-def resume(run_dir: str | Path, *, console: Console | None = None,
-           stop_after: int | None = None) -> TrainResult:
-    """Continue a run from its last completed generation (last snapshot + replay of the log after it)."""
+def resume(run_dir: str | Path, *, console: Console | None = None, stop_after: int | None = None,
+           ui: str | None = None) -> TrainResult:
+    """Continue a run from its last completed generation (last snapshot + replay of the log after it);
+    ``ui`` (auto, on, off) overrides the run's ``ui.mode`` for this session."""
+    import dataclasses
+
     run = RunDir.open(run_dir)
-    run.reopen_for_resume()
-    return run_generations(run, console=console, stop_after=stop_after)
+    if ui is not None:
+        if ui not in ("auto", "on", "off"):
+            raise ConfigError(f"ui.mode: expected 'auto', 'on' or 'off', got {ui!r}")
+        run.config = dataclasses.replace(run.config, ui=dataclasses.replace(run.config.ui, mode=ui))
+    try:
+        run.reopen_for_resume()
+        if not run.finished:
+            check_models(run.config)
+        return run_generations(run, console=console, stop_after=stop_after)
+    finally:
+        run.release()
 
 
 def run_generations(run: RunDir, *, console: Console | None = None,

@@ -139,3 +139,86 @@ def test_smoke_config_as_shipped_on_the_embedded_sites(tmp_path: Path, chromium_
     run = RunDir.open(tmp_path / "smoke")
     assert run.finished and run.generation == 2 and (tmp_path / "smoke" / "learning_curve.png").is_file()
     assert time.monotonic() - started < 600
+
+
+def _bad_agent(tmp_path: Path) -> dict[str, str]:
+    return {"missing dir": f"agent.model={tmp_path / 'no-such-model'}",
+            "uncached hub id": "agent.model=nobody/not-cached-xyz",
+            "a system file": "agent.model=/etc/passwd",
+            "cuda on a CPU build": "agent.device=cuda",
+            "unknown device": "agent.device=tpu9"}
+
+
+@pytest.mark.parametrize("case", list(_bad_agent(Path("/x"))))
+def test_a_bad_model_or_device_is_refused_before_any_run_directory(
+        case: str, tmp_path: Path, toy_overrides: list[str], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    if case == "cuda on a CPU build" and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    run_dir = tmp_path / "run"
+    sets = [arg for item in toy_overrides for arg in ("--set", item)]
+    override = _bad_agent(tmp_path)[case]
+    assert main(["train", "--config", SMOKE, "--run-dir", str(run_dir), *sets, "--set", override]) == 2
+    err = capsys.readouterr().err
+    key = override.split("=")[0]
+    assert err.startswith(f"esopt train: error: {key}") or f"AgentSpec.{key.split('.')[1]}" in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not run_dir.exists()
+
+
+def test_a_start_that_fails_before_its_first_generation_leaves_no_directory(
+        tmp_path: Path, toy_overrides: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from es_agent.tiny import tiny_qwen
+
+    model, tokenizer = tiny_qwen(seed=0)
+    broken = tmp_path / "broken-model"
+    model.save_pretrained(broken)
+    tokenizer.save_pretrained(broken)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])  # passes the cheap check, fails to load
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()  # an empty directory given by the user stays, empty
+    sets = [arg for item in toy_overrides for arg in ("--set", item)]
+    argv = ["train", "--config", SMOKE, "--run-dir", str(run_dir), *sets, "--set", f"agent.model={broken}"]
+    capsys.readouterr()  # the save's progress bar
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "not readable" in err and err.count("\n") == 1
+    assert run_dir.is_dir() and not list(run_dir.iterdir())
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_ctrl_c_on_train_is_quiet_and_a_second_writer_is_refused(tmp_path: Path, chromium_path: str,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C reaches the whole process group (the Playwright driver too): one line, exit 130, no asyncio
+    "Future exception was never retrieved"; while the run is alive, a second writer gets a one-line error."""
+    env = {**os.environ, "WEBARENA_CHROMIUM": chromium_path}
+    run_dir = tmp_path / "smoke"
+    proc = subprocess.Popen([*ESOPT, "train", "--config", SMOKE, "--run-dir", str(run_dir), "--ui", "off",
+                             "--set", "es.generations=50"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None:
+            manifest = run_dir / "run.json"
+            if manifest.exists() and json.loads(manifest.read_text()).get("generation", 0) >= 1:
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert main(["resume", "--run-dir", str(run_dir)]) == 2
+        err = capsys.readouterr().err
+        assert "in use by another esopt process" in err and err.count("\n") == 1
+        time.sleep(2)  # inside a generation's rollouts, with the browser busy
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, stderr
+    assert "Future exception was never retrieved" not in stderr and "Traceback" not in stderr, stderr
+    assert "interrupted" in stderr
