@@ -1,9 +1,15 @@
 """Which URLs the browser may reach: the configured site origins, nothing else.
 
-An :class:`OriginPolicy` answers two questions: may the agent ``goto`` this URL (refusals become
-``last_action_error``), and may the page load this resource (refused requests are aborted by a context route).
-Only ``http``/``https`` URLs of an allowed origin pass, plus ``about:blank`` for navigation; ``file:``,
+An :class:`OriginPolicy` answers three questions: may the agent ``goto`` this URL (refusals become
+``last_action_error``), may the page load this resource (refused requests are aborted by a context route), and
+may a tab show this URL (a tab that ends up elsewhere, e.g. after a redirect, is taken back). Only
+``http``/``https`` URLs of an allowed origin pass, plus ``about:blank`` for navigation; ``file:``,
 ``chrome:``, other ``about:`` pages, ``data:``, ``javascript:`` and every other scheme or host are refused.
+
+Page-level checks see only what Playwright reports (its routes miss redirect hops, and Chromium's own traffic
+never passes them), so :meth:`OriginPolicy.chromium_args` also closes the network below them: every host name
+resolves to nothing but the allowed hosts, and every connection that is not to an allowed ``host:port`` goes
+to a proxy that does not exist.
 """
 
 from __future__ import annotations
@@ -13,10 +19,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["Origin", "OriginPolicy", "parse_origin"]
+__all__ = ["NOWHERE_PROXY", "Origin", "OriginPolicy", "parse_origin"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _REGEX_SPECIALS = set("\\^$.|?*+()[]{}/")
+
+NOWHERE_PROXY = "http://origin-policy.invalid:9"
+"""The proxy every connection outside the allowed origins is sent to: ``.invalid`` never resolves (RFC 2606),
+and the host resolver rules make it fail inside Chromium without a DNS query."""
 
 
 @dataclass(frozen=True, order=True)
@@ -29,6 +39,12 @@ class Origin:
 
     def __str__(self) -> str:
         return f"{self.scheme}://{self.host}:{self.port}"
+
+    @property
+    def netloc(self) -> str:
+        """``host:port``, with an IPv6 host in brackets."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
 
 
 def parse_origin(url: str) -> Origin | None:
@@ -80,6 +96,32 @@ class OriginPolicy:
             return True
         origin = parse_origin(url)
         return origin is not None and origin in self.origins
+
+    def allows_page(self, url: str) -> bool:
+        """Whether a tab may show ``url``: ``about:blank``, a page of an allowed origin, or a ``blob:`` one of
+        them made."""
+        text = url.strip()
+        if text == "about:blank":
+            return True
+        if text[:5].lower() == "blob:":
+            text = text[5:]
+        return parse_origin(text) in self.origins
+
+    def chromium_args(self) -> tuple[str, ...]:
+        """Chromium flags that keep all of the browser's traffic, its own included, on the allowed origins.
+
+        Host names other than the allowed hosts resolve to nothing (no DNS query leaves the process), and
+        every connection except to an allowed ``host:port`` goes to :data:`NOWHERE_PROXY`, loopback included
+        (``<-loopback>``: another port of 127.0.0.1 is another origin). The first hop of a request is also
+        checked by the context route; this covers redirect hops, Chromium's own services (updates, sign-in,
+        autofill) and anything else no route sees.
+        """
+        listed = sorted(self.origins)
+        hosts = sorted({o.host if ":" not in o.host else f"[{o.host}]" for o in listed})
+        rules = ", ".join(["MAP * ~NOTFOUND", *(f"EXCLUDE {host}" for host in hosts)])
+        bypass = ";".join(["<-loopback>", *dict.fromkeys(o.netloc for o in listed)])
+        return (f"--host-resolver-rules={rules}", f"--proxy-server={NOWHERE_PROXY}",
+                f"--proxy-bypass-list={bypass}")
 
     def navigation_refusal(self, url: str) -> str | None:
         """Why the agent may not navigate to ``url``, or ``None`` when it may."""

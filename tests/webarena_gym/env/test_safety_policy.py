@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from webarena_gym.safety import Origin, OriginPolicy, parse_origin
+from webarena_gym.safety import NOWHERE_PROXY, Origin, OriginPolicy, parse_origin
 
 POLICY = OriginPolicy(["http://127.0.0.1:7770", "http://localhost", "https://shop.example"])
 
@@ -74,3 +74,22 @@ def test_pattern_is_valid_javascript_syntax() -> None:
 def test_bad_origins_are_rejected() -> None:
     with pytest.raises(ValueError, match="'ftp://x'"):
         OriginPolicy(["ftp://x"])
+
+
+def test_pages_a_tab_may_show() -> None:
+    assert POLICY.allows_page("http://127.0.0.1:7770/a") and POLICY.allows_page("about:blank")
+    assert POLICY.allows_page("blob:http://127.0.0.1:7770/0b6c-11")
+    for url in ["http://127.0.0.1:7771/", "chrome-error://chromewebdata/", "data:text/html,x", "about:srcdoc",
+                "blob:http://evil.example/0b6c", "file:///etc/passwd", "javascript:1"]:
+        assert not POLICY.allows_page(url), url
+
+
+def test_chromium_args_send_everything_else_nowhere() -> None:
+    rules, proxy, bypass = POLICY.chromium_args()
+    assert rules == ("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost, "
+                     "EXCLUDE shop.example")
+    assert proxy == f"--proxy-server={NOWHERE_PROXY}" and NOWHERE_PROXY.endswith(".invalid:9")
+    # <-loopback>: without it Chromium never proxies loopback, and another port of 127.0.0.1 is another origin
+    assert bypass == "--proxy-bypass-list=<-loopback>;127.0.0.1:7770;localhost:80;shop.example:443"
+    ipv6 = OriginPolicy(["http://[::1]:8080"]).chromium_args()
+    assert ipv6[0].endswith("EXCLUDE [::1]") and ipv6[2].endswith(";[::1]:8080")
