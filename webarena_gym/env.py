@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
+import numbers
+import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -12,6 +15,7 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from webarena_gym.actions import (
+    DEFAULT_ACTION_TIMEOUT_S,
     Action,
     ActionError,
     ActionParseError,
@@ -25,7 +29,13 @@ from webarena_gym.actions import (
 )
 from webarena_gym.browser import BrowserConfig, BrowserSession, page_titles, resolve_storage_state
 from webarena_gym.display import EMBEDDED_SHOWN_SITES, URLDisplay
-from webarena_gym.errors import BrowserError, EvaluatorError, SiteConfigError, TaskConfigError
+from webarena_gym.errors import (
+    BrowserError,
+    EvaluatorError,
+    ResetArgumentError,
+    SiteConfigError,
+    TaskConfigError,
+)
 from webarena_gym.observation import (
     ElementIds,
     PrintableText,
@@ -43,7 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from webarena_gym.evaluators import EvalResult, Evaluator, Judge
     from webarena_gym.tasks import SiteURLs, TaskConfig
 
-__all__ = ["WebArenaLiteEnv"]
+__all__ = ["RESET_OPTIONS", "WebArenaLiteEnv"]
 
 URL_MAX_CHARS = 4096
 GOAL_MAX_CHARS = 4096
@@ -51,6 +61,8 @@ TABS_MAX_CHARS = 4096
 ERROR_MAX_CHARS = 2048
 ACTION_MAX_CHARS = 4096
 _OBSERVE_ATTEMPTS = 3
+RESET_OPTIONS = ("task_id",)
+"""The keys ``reset(options=...)`` understands; any other key is a :class:`ResetArgumentError`."""
 
 
 class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
@@ -66,7 +78,11 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
     ``PrintableText(4096)``: one action of WebArena's id-based grammar: ``click [id]``, ``type [id] [text]
     [0|1]``, ``hover [id]``, ``press [key_comb]``, ``scroll [up|down]``, ``new_tab``, ``tab_focus [i]``,
     ``close_tab``, ``goto [url]``, ``go_back``, ``go_forward``, ``stop [answer]``. Malformed or failing
-    actions are not errors: they come back as ``last_action_error`` and the episode goes on.
+    actions are not errors: they come back as ``last_action_error`` and the episode goes on. An action outside
+    the space (not a ``str``, longer than 4096 characters, or with a character that is not printable, tab or
+    newline) is refused unrun, in ``last_action_error``, and counts as a parse failure. Each action has
+    ``action_timeout_s`` seconds: one that runs longer is cut off where it got to (the tab stops loading) and
+    ``last_action_error`` says it exceeded its timeout.
 
     ## Observation Space
     ``Dict`` of printable-Unicode ``Text`` fields: ``axtree`` (the accessibility tree, WebArena-style
@@ -84,7 +100,11 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
     ## Starting State
     The task is ``options["task_id"]`` or drawn with ``self.np_random`` from the task set; its start URL(s)
     open in new tabs (`` |AND| `` gives several), logged in through the task's storage state when it needs
-    one.
+    one. ``seed`` and ``options`` are checked before anything changes: a bad one (a seed that is not a
+    non-negative integer, options that are not a dict, an unknown key, a ``task_id`` that is not an integer)
+    raises :class:`~webarena_gym.errors.ResetArgumentError`, an id outside the task set
+    :class:`~webarena_gym.errors.TaskConfigError`, and the env is left as it was (a running episode goes on).
+    After :meth:`close`, ``reset`` and ``step`` raise ``gymnasium.error.ClosedEnvironmentError``.
 
     ## Episode End
     Terminated on ``stop [answer]`` and on WebArena's early-stop rules (``parsing_failure_threshold``
@@ -110,7 +130,9 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
     ``"rgb_array"``. ``parsing_failure_threshold``, ``repeating_action_threshold``: early-stop rules (``None``
     disables). ``max_steps``: a step limit enforced (and scored) by the env itself, for use without
     ``gym.make``; leave it ``None`` under ``gym.make``, whose ``TimeLimit`` and ``EvaluateOnTruncation``
-    do it.
+    do it. ``action_timeout_s``: the time budget of one action in seconds (default 30; a positive finite
+    number); ``browser.action_timeout_ms`` and ``navigation_timeout_ms`` still bound each page operation and
+    navigation inside it.
 
     ## Version History
     * v0: initial version.
@@ -139,6 +161,7 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         parsing_failure_threshold: int | None = 3,
         repeating_action_threshold: int | None = 3,
         max_steps: int | None = None,
+        action_timeout_s: float = DEFAULT_ACTION_TIMEOUT_S,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not one of {self.metadata['render_modes']}")
@@ -151,6 +174,11 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         for name, value in limits:
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        if isinstance(action_timeout_s, bool) or not isinstance(action_timeout_s, numbers.Real) \
+                or not math.isfinite(action_timeout_s) or action_timeout_s <= 0:
+            raise ValueError(f"action_timeout_s must be a positive finite number of seconds, got "
+                             f"{action_timeout_s!r}")
+        self.action_timeout_s = float(action_timeout_s)
         self.render_mode = render_mode
         self.eval_rules = eval_rules
         self.judge = judge
@@ -197,6 +225,7 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         self._parse_failures = 0
         self._history: list[tuple[Any, ...]] = []
         self._actions: list[str] = []
+        self._closed = False
 
     # ----- world -------------------------------------------------------------------------------------------
     def _default_world(self, split: str | None, sites: Any) -> tuple[list[TaskConfig], SiteURLs | None]:
@@ -238,6 +267,7 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
     def end_episode(self, reason: str = "max_steps") -> tuple[float, dict[str, Any]]:
         """Score the running episode now and end it (used when a wrapper truncates it): returns the
         evaluator's score and its details. Raises ``ResetNeeded`` when no episode is running."""
+        self._check_open()
         if not self._active or self._task is None:
             raise gym.error.ResetNeeded("no running episode to score: call reset() first")
         self._active = False
@@ -257,10 +287,13 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
     # ----- Gymnasium API -----------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None,
               ) -> tuple[dict[str, str], dict[str, Any]]:
-        """Start an episode on ``options["task_id"]`` (or a task drawn with ``np_random``)."""
+        """Start an episode on ``options["task_id"]`` (or a task drawn with ``np_random``); bad arguments
+        raise before anything changes (see the class docstring)."""
+        self._check_open()
+        seed, task = self.check_reset_arguments(seed=seed, options=options)
         super().reset(seed=seed)
-        options = dict(options or {})
-        task = self._pick_task(options.get("task_id"))
+        if task is None:
+            task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
         from webarena_gym.evaluators import build_evaluator
 
         evaluator = build_evaluator(task, nav_timeout_ms=self.browser_config.navigation_timeout_ms)
@@ -285,8 +318,32 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
                 "start_url": " |AND| ".join(start_urls), "error": error}
         return obs, info
 
+    def check_reset_arguments(self, *, seed: Any = None, options: Any = None,
+                              ) -> tuple[int | None, TaskConfig | None]:
+        """Check ``reset``'s arguments without changing anything: the seed as an ``int`` (or ``None``) and the
+        task asked for by ``options["task_id"]`` (``None``: draw one). Raises
+        :class:`~webarena_gym.errors.ResetArgumentError` or, for an id outside the task set,
+        :class:`~webarena_gym.errors.TaskConfigError`."""
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
+                                 or seed < 0):
+            raise ResetArgumentError(f"reset(seed=...) must be None or a non-negative integer, got "
+                                     f"{_shown(seed)} ({type(seed).__name__})")
+        if options is None:
+            return (None if seed is None else int(seed)), None
+        if not isinstance(options, Mapping):
+            raise ResetArgumentError(f"reset(options=...) must be None or a dict, got "
+                                     f"{_shown(options)} ({type(options).__name__})")
+        unknown = [key for key in options if key not in RESET_OPTIONS]
+        if unknown:
+            raise ResetArgumentError(f"unknown reset option(s) {_shown(unknown)} in options; the env "
+                                     f"understands {list(RESET_OPTIONS)}")
+        task_id = options.get("task_id")
+        task = None if task_id is None else self._pick_task(task_id)
+        return (None if seed is None else int(seed)), task
+
     def step(self, action: str) -> tuple[dict[str, str], float, bool, bool, dict[str, Any]]:
         """Run one action; see the class docstring for rewards and episode end."""
+        self._check_open()
         if not self._active or self._task is None:
             raise gym.error.ResetNeeded("the episode is over or was never started: call reset() before "
                                         "step()")
@@ -298,14 +355,21 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         self._steps += 1
         error = ""
         parsed: Action | None = None
-        try:
-            parsed = parse_action(action)
-            self._parse_failures = 0
-        except ActionParseError as exc:
-            error = f"invalid action: {exc}"
+        refusal = _action_refusal(action, self.action_space)
+        if refusal is not None:  # outside the action space: not run, and counted as a parse failure
+            error = f"invalid action: {refusal}"
             self._parse_failures += 1
+            shown = to_printable(action[:200]) if isinstance(action, str) else type(action).__name__
+            self._actions.append(f"<refused> {shown}")
+        else:
+            try:
+                parsed = parse_action(action)
+                self._parse_failures = 0
+            except ActionParseError as exc:
+                error = f"invalid action: {exc}"
+                self._parse_failures += 1
+            self._actions.append(str(parsed) if parsed is not None else f"<unparsed> {action[:200]}")
         self._history.append(_equivalence_key(parsed))
-        self._actions.append(str(parsed) if parsed is not None else f"<unparsed> {str(action)[:200]}")
         end, answer, early_stop = None, None, None
         if isinstance(parsed, StopAction):
             end, answer = "stop", parsed.answer
@@ -313,7 +377,7 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
             if isinstance(parsed, GotoAction):
                 parsed = GotoAction(self.display.unshow(parsed.url))
             try:
-                execute_action(parsed, self._session, self._id_map)
+                execute_action(parsed, self._session, self._id_map, timeout_s=self.action_timeout_s)
             except ActionError as exc:
                 error = str(exc)
             except BrowserError:
@@ -358,7 +422,8 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         return None
 
     def close(self) -> None:
-        """Close the browser; safe to call more than once."""
+        """Close the browser; safe to call more than once. The env cannot be reset after it."""
+        self._closed = True
         self._active = False
         self._session.close()
         if self.world is not None:
@@ -366,13 +431,21 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         super().close()
 
     # ----- internals ---------------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise gym.error.ClosedEnvironmentError("this env was closed (its browser and sites are gone): "
+                                                   "make a new one")
+
     def _pick_task(self, task_id: Any) -> TaskConfig:
-        if task_id is None:
-            return self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        """The task with this id; the id must be an integer (``numpy`` integers too, not ``bool``)."""
+        if isinstance(task_id, bool) or not isinstance(task_id, numbers.Integral):
+            raise ResetArgumentError(f"options['task_id'] must be an integer task id, got "
+                                     f"{_shown(task_id)} ({type(task_id).__name__})")
+        task_id = int(task_id)
         task = self._task_index.get(task_id)
         if task is None:
             shown = sorted(self._task_index)[:20]
-            raise TaskConfigError(f"options['task_id']={task_id!r} is not in this env's task set "
+            raise TaskConfigError(f"options['task_id']={_shown(task_id)} is not in this env's task set "
                                   f"(ids: {shown}{'...' if len(self._task_index) > 20 else ''})")
         return task
 
@@ -468,6 +541,30 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
             session.check_alive()
             raise EvaluatorError(f"evaluating task {self._task.task_id} failed in the browser: "
                                  f"{exc}") from exc
+
+
+def _shown(value: object) -> str:
+    """A short ``repr`` for messages about a caller's bad value, which may be huge or even refuse ``repr``."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"<an integer of {value.bit_length()} bits>"  # repr() refuses ints over 4,300 digits
+    try:
+        return reprlib.repr(value)
+    except Exception:  # a hostile __repr__: name the type instead
+        return f"<a {type(value).__name__} whose repr() fails>"
+
+
+def _action_refusal(action: object, space: PrintableText) -> str | None:
+    """Why ``action`` is outside the action space (``None`` when it is inside)."""
+    if not isinstance(action, str):
+        return f"an action must be a str, got {type(action).__name__}"
+    if len(action) > space.max_length:
+        return (f"the action has {len(action)} characters; the action space allows at most "
+                f"{space.max_length} characters")
+    if not space.contains(action):
+        position, char = next((i, c) for i, c in enumerate(action) if c not in space.character_set)
+        return (f"character U+{ord(char):04X} at position {position} is not allowed in an action (the action "
+                "space holds printable characters, tab and newline)")
+    return None
 
 
 def _equivalence_key(action: Action | None) -> tuple[Any, ...]:

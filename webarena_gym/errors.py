@@ -39,3 +39,8 @@ class BrowserError(WebArenaGymError):
 class EvaluatorError(WebArenaGymError):
     """An evaluator could not score an episode for a reason that is not the agent's fault (e.g. a helper
     endpoint of the site is unreachable). Never turned into a silent reward of 0."""
+
+
+class ResetArgumentError(WebArenaGymError, ValueError):
+    """A ``reset()`` argument (``seed`` or ``options``) is malformed. Names the argument and its value; the
+    env is left exactly as it was before the call."""
