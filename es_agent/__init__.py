@@ -15,7 +15,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from es_agent.errors import CheckpointMismatchError, EsAgentError, ModelNotFoundError, PromptPoolError
+from es_agent.errors import (
+    CheckpointMismatchError,
+    CorruptWeightsError,
+    DeviceError,
+    EsAgentError,
+    ModelNotFoundError,
+    PromptPoolError,
+)
 
 _LAZY = {
     # models
@@ -86,6 +93,8 @@ def __dir__() -> list[str]:
 __all__ = [
     "CandidateConfig",
     "CheckpointMismatchError",
+    "CorruptWeightsError",
+    "DeviceError",
     "EpisodeResult",
     "EsAgentError",
     "LLMPolicy",

@@ -15,6 +15,7 @@ from gymnasium.envs.registration import WrapperSpec, register, registry
 from webarena_gym.errors import (
     BrowserError,
     EvaluatorError,
+    ResetArgumentError,
     SiteConfigError,
     TaskConfigError,
     WebArenaGymError,
@@ -67,6 +68,7 @@ __all__ = [
     "ENV_ID",
     "BrowserError",
     "EvaluatorError",
+    "ResetArgumentError",
     "SiteConfigError",
     "TaskConfigError",
     "WebArenaGymError",
