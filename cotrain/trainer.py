@@ -320,8 +320,8 @@ def train(cfg: TrainConfig, run_dir: str | Path, *, console: Console | None = No
         run.record_tasks(tasks.to_dict())
         return run_generations(run, console=console, stop_after=stop_after)
     except Exception:
-        if run.generation == 0:
-            run.discard()
+        if run.generation == 0 and not (run.path / "update_log.jsonl").exists():
+            run.discard()  # nothing was logged: a failed start leaves nothing behind (else resume it)
         raise
     finally:
         run.release()
