@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -79,26 +81,34 @@ def test_sites_listen_on_loopback_only(running_sites: EmbeddedSites) -> None:
             assert int(line.split()[1].split(":")[1], 16) not in ports or line.split()[3] != "0A"
 
 
-def test_server_exits_when_its_parent_dies(sites_cache: Path) -> None:
+@contextlib.contextmanager
+def _sites_owner(sites_cache: Path) -> Iterator[tuple[subprocess.Popen[str], int, Path]]:
+    """A process that starts embedded sites and then sleeps: the process, its server's pid and its work
+    directory (the process is killed on exit if still running)."""
     script = (
-        "import sys, time\n"
+        "import time\n"
         "from webarena_gym.sites import EmbeddedSites\n"
         f"s = EmbeddedSites(cache_dir={str(sites_cache)!r}); s.start()\n"
-        "print(s.pid, flush=True)\n"
+        "print(s.pid, s.db_paths['magento'].parent, flush=True)\n"
         "time.sleep(60)\n"
     )
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
-        assert parent.stdout is not None
-        child_pid = int(parent.stdout.readline())
+        assert owner.stdout is not None
+        server_pid, workdir = owner.stdout.readline().split()
+        yield owner, int(server_pid), Path(workdir)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+
+
+def test_server_exits_when_its_parent_dies(sites_cache: Path) -> None:
+    with _sites_owner(sites_cache) as (parent, child_pid, _):
         assert _alive(child_pid)
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(timeout=10)
         assert _wait_gone(child_pid), "the sites server outlived its parent"
-    finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait()
 
 
 def test_server_stops_at_interpreter_exit_without_close(sites_cache: Path) -> None:
@@ -242,26 +252,12 @@ def test_stale_workdirs_are_those_of_owners_that_are_gone(tmp_path: Path) -> Non
 def test_a_killed_owners_workdir_is_removed_at_the_next_start(
     sites_cache: Path, running_sites: EmbeddedSites
 ) -> None:
-    script = (
-        "import time\n"
-        "from webarena_gym.sites import EmbeddedSites\n"
-        f"s = EmbeddedSites(cache_dir={str(sites_cache)!r}); s.start()\n"
-        "print(s.pid, s.db_paths['magento'].parent, flush=True)\n"
-        "time.sleep(60)\n"
-    )
-    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    try:
-        assert owner.stdout is not None
-        server_pid, workdir = owner.stdout.readline().split()
+    with _sites_owner(sites_cache) as (owner, server_pid, workdir):
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait(timeout=10)
-        assert _wait_gone(int(server_pid))
-        assert Path(workdir).is_dir(), "nothing was left behind to clean up"
+        assert _wait_gone(server_pid)
+        assert workdir.is_dir(), "nothing was left behind to clean up"
         with EmbeddedSites(cache_dir=sites_cache) as again:
-            assert not Path(workdir).exists(), "the killed owner's directory was not removed"
+            assert not workdir.exists(), "the killed owner's directory was not removed"
             assert again.workdir is not None and again.workdir.is_dir()
         assert running_sites.workdir is not None and running_sites.workdir.is_dir(), "a live one was removed"
-    finally:
-        if owner.poll() is None:
-            owner.kill()
-            owner.wait()
