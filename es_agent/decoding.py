@@ -5,7 +5,10 @@
   (free greedy: :class:`GreedyChooser`; grammar-constrained: :class:`TrieChooser`, which walks a token trie of
   the valid candidate actions and runs the model only where the trie branches);
 * :func:`score_candidates` ranks candidate continuations by mean token log-probability, in batched forwards
-  over the row's KV cache expanded to the candidates.
+  over the row's KV cache expanded to the candidates;
+* :func:`prefill_batch` and :func:`score_candidates_batch` do the same for K prompts of different lengths in
+  ONE forward each (a :class:`BatchState`): the batched population of :mod:`es_agent.population`, where row
+  ``k`` is population member ``k`` under :func:`es_agent.perturb.perturbed_batch`.
 
 Everything expects to run under ``torch.inference_mode()``. Thread count is the caller's business (one
 thread per worker process is fastest for small models on small CPUs: see DESIGN.md, Known pitfalls).
@@ -261,12 +264,7 @@ def score_candidates(model: torch.nn.Module, row: RowState, candidates: Sequence
             while j >= 0:  # the node itself and its ancestors (all inner nodes)
                 allowed[r, length + where[j]] = True
                 j = parents[j]
-        if getattr(model.config, "_attn_implementation", "sdpa") == "sdpa":
-            mask = allowed[None, None]
-        else:  # eager and others take an additive float mask
-            dtype = next(model.parameters()).dtype
-            mask = torch.zeros(1, 1, m, length + m, dtype=dtype, device=device)
-            mask.masked_fill_(~allowed[None, None], torch.finfo(dtype).min)
+        mask = attention_mask_4d(model, allowed[None])
         # DynamicCache copies the tensors it is given (its first update concatenates), so the row's cache
         # is left intact without cloning it here
         cache = new_cache(model, cache_layers(row.cache))
@@ -309,3 +307,172 @@ def _flatten_trie(candidates: Sequence[Sequence[int]]
             path.append(node)
         paths.append(path)
     return tokens, parents, depths, paths
+
+
+def attention_mask_4d(model: torch.nn.Module, allowed: torch.Tensor) -> torch.Tensor:
+    """The 4-D attention mask ``[B, 1, Q, K]`` the model's attention implementation takes for the boolean
+    ``allowed`` ``[B, Q, K]`` (True: the query may attend to the key): boolean for sdpa, additive float for
+    eager and others. A custom 4-D mask is used as given (no causal mask is added on top)."""
+    if getattr(model.config, "_attn_implementation", "sdpa") == "sdpa":
+        return allowed[:, None]
+    dtype = next(model.parameters()).dtype
+    mask = torch.zeros(allowed.shape[0], 1, *allowed.shape[1:], dtype=dtype, device=allowed.device)
+    mask.masked_fill_(~allowed[:, None], torch.finfo(dtype).min)
+    return mask
+
+
+# ------------------------------------------------------------------------------------------ batched rows
+
+@dataclass
+class BatchState:
+    """K prompts run into the model in one batch (row ``k``: population member ``k``).
+
+    Layout of every row's ``W`` cache columns: ``[common prefix][left padding][the row's own suffix]``. The
+    first ``common`` columns hold the same tokens in every row, unpadded (the next step can keep them); the
+    suffixes are right-aligned, so every row's last token is the last column. A token's position is its index
+    in its own prompt (padding does not shift positions); padding columns are masked out of every attention.
+    """
+
+    cache: Any
+    """A ``DynamicCache`` of batch size K and ``W`` columns."""
+    valid: torch.Tensor
+    """``[K, W]`` bool: the columns that hold real tokens."""
+    ids: list[list[int]]
+    """Each row's prompt tokens."""
+    common: int
+    """Columns ``[0, common)`` hold ``ids[k][:common]``, the same tokens in every row."""
+    logits: torch.Tensor
+    """``[K, vocab]`` fp32 next-token logits."""
+
+    @property
+    def lengths(self) -> list[int]:
+        """Tokens per row (the position of each row's next token)."""
+        return [len(ids) for ids in self.ids]
+
+    def select(self, model: torch.nn.Module, rows: Sequence[int]) -> BatchState:
+        """The state of a subset of rows, in the given order (members whose episodes ended drop out)."""
+        index = torch.tensor(list(rows), dtype=torch.long, device=self.valid.device)
+        layers = [(k.index_select(0, index), v.index_select(0, index)) for k, v in cache_layers(self.cache)]
+        return BatchState(cache=new_cache(model, layers), valid=self.valid.index_select(0, index),
+                          ids=[self.ids[r] for r in rows], common=self.common,
+                          logits=self.logits.index_select(0, index))
+
+
+def _common_prefix(rows: Sequence[Sequence[int]]) -> int:
+    first, n = rows[0], min(len(r) for r in rows)
+    for i in range(n):
+        token = first[i]
+        if any(r[i] != token for r in rows[1:]):
+            return i
+    return n
+
+
+def prefill_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]],
+                  previous: BatchState | None = None) -> BatchState:
+    """Run K prompts of different lengths into one batched KV cache, in ONE forward.
+
+    With ``previous`` (the same rows' state of the last step), the leading columns of its common prefix that
+    every row's new prompt still starts with are kept and only the rest is computed: within an episode the
+    system message, and whatever else stays constant, is computed once. Each row's logits equal those of
+    :func:`prefill` on its prompt alone (up to float rounding: padding only adds masked-out columns).
+    """
+    rows = [list(p) for p in prompts]
+    if not rows or any(not r for r in rows):
+        lengths = [len(r) for r in rows]
+        raise ValueError(f"prefill_batch needs K >= 1 non-empty prompts, got lengths {lengths}")
+    k, device = len(rows), model.device
+    shortest = min(len(r) for r in rows)
+    keep, layers = 0, None
+    if previous is not None:
+        if len(previous.ids) != k:
+            raise ValueError(f"previous state has {len(previous.ids)} rows for {k} prompts (select() them)")
+        keep = min(previous.common, shortest - 1,
+                   *(_common_prefix([old, new]) for old, new in zip(previous.ids, rows, strict=True)))
+        if keep > 0:  # views: the new cache's first update concatenates, previous stays unchanged
+            layers = [(kk[:, :, :keep], vv[:, :, :keep]) for kk, vv in cache_layers(previous.cache)]
+    common = max(keep, min(_common_prefix(rows), shortest - 1))  # every row keeps >= 1 suffix token
+    width = max(len(r) for r in rows) - common  # the longest suffix
+    fed = (common - keep) + width
+    ids = torch.zeros(k, fed, dtype=torch.long)
+    positions = torch.zeros(k, fed, dtype=torch.long)
+    valid_new = torch.zeros(k, fed, dtype=torch.bool)
+    shared = rows[0][keep:common]
+    for b, row in enumerate(rows):
+        suffix = row[common:]
+        ids[b, :len(shared)] = torch.tensor(shared, dtype=torch.long)
+        ids[b, fed - len(suffix):] = torch.tensor(suffix, dtype=torch.long)
+        positions[b, :len(shared)] = torch.arange(keep, common)
+        positions[b, fed - len(suffix):] = torch.arange(common, len(row))
+        positions[b, len(shared):fed - len(suffix)] = common  # padding: masked out, any position will do
+        valid_new[b, :len(shared)] = True
+        valid_new[b, fed - len(suffix):] = True
+    if previous is not None and keep > 0:
+        valid_new = torch.cat([previous.valid[:, :keep].cpu(), valid_new], dim=1)
+    valid = valid_new
+    columns = torch.arange(keep + fed)
+    queries = torch.arange(keep, keep + fed)
+    causal = columns[None, :] <= queries[:, None]
+    allowed = (causal[None] & valid[:, None, :]) | (columns[None, None, :] == queries[None, :, None])
+    valid, ids, positions, allowed = (t.to(device) for t in (valid, ids, positions, allowed))
+    logits, cache = forward(model, ids, attention_mask_4d(model, allowed), positions,
+                            new_cache(model, layers), last_only=True)
+    return BatchState(cache=cache, valid=valid, ids=rows, common=common, logits=logits)
+
+
+def score_candidates_batch(model: torch.nn.Module, state: BatchState,
+                           candidates: Sequence[Sequence[Sequence[int]]]) -> list[list[float]]:
+    """Mean token log-probability of each row's candidates after its prompt, all rows in ONE forward.
+
+    Row ``k``'s candidate trie is packed after its prompt as in :func:`score_candidates` (tree attention over
+    the trie's inner nodes); the rows' tries are padded to the largest (padding queries attend to themselves
+    only and are never read). Each row's scores equal :func:`score_candidates` on that row alone, up to float
+    rounding. The state's cache is left unchanged.
+    """
+    k = len(state.ids)
+    if len(candidates) != k:
+        raise ValueError(f"got candidate sets for {len(candidates)} rows, the state has {k}")
+    device = model.device
+    tries = [_flatten_trie(c) for c in candidates]
+    inner = [sorted({p for p in parents if p >= 0}) for _, parents, _, _ in tries]
+    m = max(len(i) for i in inner)
+    width = state.valid.shape[1]
+    node_logp = [torch.empty(len(t[0])) for t in tries]
+    first = torch.log_softmax(state.logits.float(), dim=-1).cpu()
+    for b, (tokens, parents, _, _) in enumerate(tries):
+        roots = [i for i in range(len(tokens)) if parents[i] < 0]
+        node_logp[b][roots] = first[b, [tokens[i] for i in roots]]
+    if m:
+        ids = torch.zeros(k, m, dtype=torch.long)
+        positions = torch.zeros(k, m, dtype=torch.long)
+        allowed = torch.zeros(k, m, width + m, dtype=torch.bool)
+        allowed[:, :, :width] = state.valid.cpu()[:, None, :]
+        allowed[:, torch.arange(m), width + torch.arange(m)] = True  # every node (and padding) sees itself
+        for b, ((tokens, parents, depths, _), nodes) in enumerate(zip(tries, inner, strict=True)):
+            where = {node: r for r, node in enumerate(nodes)}
+            length = len(state.ids[b])
+            positions[b] = length
+            for r, i in enumerate(nodes):
+                ids[b, r] = tokens[i]
+                positions[b, r] = length + depths[i]
+                j = parents[i]
+                while j >= 0:  # its ancestors (all inner nodes)
+                    allowed[b, r, width + where[j]] = True
+                    j = parents[j]
+        cache = new_cache(model, cache_layers(state.cache))  # copied on first update: the state stays intact
+        cache_name, keep_name = _forward_names(model)
+        kwargs: dict[str, Any] = {cache_name: cache}
+        if keep_name is not None:
+            kwargs[keep_name] = 0  # every position
+        out = model(input_ids=ids.to(device), attention_mask=attention_mask_4d(model, allowed.to(device)),
+                    position_ids=positions.to(device), use_cache=True, **kwargs)
+        for b, ((tokens, parents, _, _), nodes) in enumerate(zip(tries, inner, strict=True)):
+            if not nodes:
+                continue
+            where = {node: r for r, node in enumerate(nodes)}
+            logp = torch.log_softmax(out.logits[b, :len(nodes)].float(), dim=-1)
+            children = [i for i in range(len(tokens)) if parents[i] >= 0]
+            rows_ = torch.tensor([where[parents[i]] for i in children], device=device)
+            cols = torch.tensor([tokens[i] for i in children], device=device)
+            node_logp[b][children] = logp[rows_, cols].cpu()
+    return [[float(logp[path].sum()) / len(path) for path in paths]
+            for logp, (_, _, _, paths) in zip(node_logp, tries, strict=True)]
