@@ -215,6 +215,8 @@ class LockstepPopulation:
         """Seconds spent installing the members' hooks (factor generation), summed over runs."""
         self.forwards = 0
         """Batched forwards run (two per lockstep step: prefill and scoring)."""
+        self.candidates = 0
+        """Candidate actions scored, summed over runs."""
 
     def run(self, envs: Sequence[gym.Env], members: Sequence[Member], *, reset_seeds: Sequence[int | None],
             options: Sequence[Mapping[str, Any] | None], max_steps: int | None = None) -> list[EpisodeResult]:
@@ -256,6 +258,7 @@ class LockstepPopulation:
                     state = prefill_batch(self.model, [ids for ids, _ in steps], state)
                     scores = score_candidates_batch(self.model, state, [c for _, c in steps])
                 self.forwards += 2
+                self.candidates += sum(len(c) for _, c in steps)
                 seconds = (time.perf_counter() - t0) / len(active)
                 actions = [drivers[b].finish(s, seconds) for b, s in zip(active, scores, strict=True)]
                 for b, action in zip(active, actions, strict=True):

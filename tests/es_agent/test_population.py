@@ -238,3 +238,32 @@ def test_worker_batched_path_retries_infrastructure_failures_once() -> None:
         CRASHES.clear()
         runner.close()
         replica.close()
+
+
+def test_batched_path_is_chosen_for_lowrank_scoring_on_cuda_only() -> None:
+    from types import SimpleNamespace
+
+    from es_agent.population import batched_enabled
+
+    cuda = SimpleNamespace(mode="lowrank", device="cuda:0")
+    assert batched_enabled(cuda, CONFIG, 8)  # type: ignore[arg-type]
+    assert not batched_enabled(cuda, CONFIG, 1)  # type: ignore[arg-type]
+    assert not batched_enabled(SimpleNamespace(mode="full", device="cuda"), CONFIG, 8)  # type: ignore[arg-type]
+    assert not batched_enabled(SimpleNamespace(mode="lowrank", device="cpu"), CONFIG, 8)  # type: ignore[arg-type]
+    assert not batched_enabled(cuda, PolicyConfig(constrained_method="greedy"), 8)  # type: ignore[arg-type]
+
+
+def test_replica_run_rows_dispatches_to_the_batched_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    from es_agent import population
+
+    replica = _replica()
+    try:
+        sequential = replica.run_rows(ROWS[:3], [1])
+        monkeypatch.setattr(population, "batched_enabled", lambda *args: True)
+        batched = replica.run_rows(ROWS[:3], [1])
+        runner = replica._population  # type: ignore[attr-defined]
+        assert runner.population.forwards > 0 and batched.tolist() == sequential.tolist()
+    finally:
+        if getattr(replica, "_population", None) is not None:
+            replica._population.close()  # type: ignore[attr-defined]
+        replica.close()
