@@ -187,6 +187,15 @@ class Replica:
     # ------------------------------------------------------------------ rollouts
     def run_rows(self, rows: Sequence[CandidateRow], task_ids: Sequence[TaskId]) -> torch.Tensor:
         """Per-task rewards ``(len(rows), len(task_ids))`` of rows, each at its perturbed weights."""
+        # ---- batched low-rank population (es_agent.population, issue #10 item 6; engineer E): rows act in
+        # lockstep per task, one env each, every step ONE batched forward; same rewards as the path below
+        from es_agent import population
+
+        if population.batched_enabled(self.agent, self.policy_config, len(rows)):
+            if getattr(self, "_population", None) is None:
+                self._population = population.PopulationRunner(self)
+            return self._population.run_rows(rows, task_ids)
+        # ---- end of the batched population block
         from es_agent.perturb import perturbed
 
         out = torch.empty(len(rows), len(task_ids), dtype=torch.float32)
