@@ -3,7 +3,9 @@
 Layout::
 
     run.json                    manifest: format, generations done, snapshots, final checksum, the task ids
-                                resolved at the start (``tasks``: train, eval) (written last)
+                                resolved at the start (``tasks``: train, eval), the ``"auto"`` settings
+                                chosen at the start (``resolved``: dtype, num_workers and their reasons)
+                                (written last)
     config.json                 the TrainConfig (JSON)
     initial_prompt_pools.json   the pools at generation 0 (replay starts here)
     update_log.jsonl            one line per generation: task batch, env seed, rows (noise seeds, signed
@@ -35,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cotrain.config import TrainConfig, config_from_dict
+from cotrain.config import ResolvedSettings, TrainConfig, config_from_dict, with_resolved
 from cotrain.distribution import CoEvolutionDistribution, WeightUpdate
 from cotrain.errors import CheckpointError, ConfigError, RunDirError, RunIntegrityError
 from cotrain.integrity import (
@@ -273,6 +275,8 @@ class RunDir:
         if manifest["format"] == RUN_FORMAT:  # a valid config that is not the one the run started with
             verify_file_digest(path / "config.json", manifest["files"]["config.json"], manifest_path,
                                "the run's configuration")
+        if "resolved" in manifest:  # the dtype and worker count chosen at the start, not a new detection
+            config = with_resolved(config, _resolved(manifest, manifest_path))
         return cls(path, manifest, config)
 
     # ---------------------------------------------------------------------------------------- reading
@@ -459,6 +463,19 @@ class RunDir:
         ``run.json``, where a resumed run reads them back."""
         self._write_manifest(tasks=json_safe(dict(tasks)))
 
+    @property
+    def resolved(self) -> ResolvedSettings | None:
+        """The ``"auto"`` settings recorded when the run started (``None``: a run from before they were)."""
+        if "resolved" not in self.manifest:
+            return None
+        return _resolved(self.manifest, self.path / "run.json")
+
+    def record_resolved(self, settings: ResolvedSettings) -> None:
+        """Record the dtype and worker count the run resolved at its start (``run.json``'s ``"resolved"``)
+        and use them from now on (:attr:`config` gets the concrete values)."""
+        self._write_manifest(resolved=settings.to_dict())
+        self.config = with_resolved(self.config, settings)
+
     def mark_finished(self) -> None:
         """Record that the run completed all its generations."""
         self._write_manifest(finished=True)
@@ -594,6 +611,13 @@ def _check_manifest(manifest: dict[str, Any], path: Path) -> None:
         files = manifest.get("files")
         if not isinstance(files, dict) or not all(DIGEST.match(str(files.get(n))) for n in _INPUTS):
             raise bad("'files'", f"SHA-256 hex digests of {list(_INPUTS)}")
+
+
+def _resolved(manifest: dict[str, Any], path: Path) -> ResolvedSettings:
+    try:
+        return ResolvedSettings.from_dict(manifest["resolved"])
+    except ConfigError as exc:
+        raise RunDirError(f"corrupt file {path}: 'resolved': {exc}") from None
 
 
 def _is_int(value: Any, minimum: int) -> bool:

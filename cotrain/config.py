@@ -55,8 +55,10 @@ class AgentConfig:
     model: str = "embedded"
     """``"embedded"`` (SmolLM2-135M-Instruct), a local checkpoint directory or ``.gguf`` file, a hub id in the
     local cache, or ``"tiny:<seed>"`` (a tiny random Qwen, for tests and smoke runs)."""
-    dtype: Literal["float32", "bfloat16", "float16", "float64"] = "float32"
-    """Weight dtype of every replica."""
+    dtype: Literal["auto", "float32", "bfloat16", "float16", "float64"] = "auto"
+    """Weight dtype of every replica. ``"auto"``: bf16 on a CPU with native bf16 (AMX or AVX512-BF16 flags)
+    and on CUDA, float32 elsewhere; chosen once when the run starts and recorded in ``run.json``
+    (``"resolved"``), and a resumed run keeps the recorded dtype (its weight checksums depend on it)."""
     device: str = "cpu"
     """Device of each replica (``"cpu"``, ``"cuda"``)."""
     mode: Literal["full", "lowrank"] = "full"
@@ -253,8 +255,12 @@ class PromptsConfig:
 class WorkersConfig:
     """``[workers]``: where rollouts run."""
 
-    num_workers: int = 0
-    """Ray actors; 0 or 1 evaluate in this process, 2 or more start Ray workers (one model + env each)."""
+    num_workers: int | Literal["auto"] = 0
+    """Worker processes. 0 or 1: evaluate in this process (one model, one browser, one set of sites; 1 means
+    "one worker", and the driver is that worker); 2 or more: that many Ray actors, each with its own model
+    replica, one torch thread (``agent.torch_threads``), its own browser and its own embedded sites.
+    ``"auto"``: one worker per usable core (the CPU affinity mask, capped by the cgroup CPU quota); resolved
+    when the run starts and recorded in ``run.json`` (``"resolved"``)."""
     address: str | None = None
     """Ray cluster address (``"auto"``, ``"ray://host:10001"``); leave out for a local Ray."""
     num_cpus: int | None = None
@@ -263,15 +269,32 @@ class WorkersConfig:
     """Candidates sent to a worker at a time."""
 
     def __post_init__(self) -> None:
-        if self.num_workers < 0:
-            raise _fail("workers.num_workers", f"must be >= 0, got {self.num_workers}")
+        n = self.num_workers
+        if n != "auto" and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
+            raise _fail("workers.num_workers", f"must be an integer >= 0 or 'auto', got {n!r}")
         if self.rows_per_piece < 1:
             raise _fail("workers.rows_per_piece", f"must be >= 1, got {self.rows_per_piece}")
+
+    def choose_workers(self) -> tuple[int, str]:
+        """``(number of workers, reason)``: ``num_workers`` itself, or for ``"auto"`` the usable cores of this
+        machine (:func:`es_agent.hardware.usable_cores`)."""
+        if self.num_workers != "auto":
+            return int(self.num_workers), f"set: {self.num_workers}"
+        from es_agent.hardware import usable_cores
+
+        choice = usable_cores()
+        return int(choice.value), choice.reason
+
+    @property
+    def worker_count(self) -> int:
+        """The number of workers (``"auto"`` resolved on this machine)."""
+        return self.choose_workers()[0]
 
     @property
     def num_actors(self) -> int | None:
         """``AgentProblem``'s ``num_actors``: ``None`` (in process) for 0 or 1 worker."""
-        return self.num_workers if self.num_workers >= 2 else None
+        n = self.worker_count
+        return n if n >= 2 else None
 
 
 @dataclass(frozen=True)
@@ -354,6 +377,61 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``config.json``), readable by :func:`config_from_dict`."""
         return {"format": CONFIG_FORMAT, **_plain(dataclasses.asdict(self))}
+
+
+@dataclass(frozen=True)
+class ResolvedSettings:
+    """The ``"auto"`` settings of a run as chosen when it started, with the reasons (``run.json``'s
+    ``"resolved"``); a resumed run, ``esopt eval`` and ``esopt export`` use these, never a new detection."""
+
+    dtype: str
+    """The weight dtype every replica uses (``agent.dtype`` resolved)."""
+    dtype_reason: str
+    """Why (``"auto: cpu flags avx512_bf16"``, ``"set: float32"``)."""
+    num_workers: int
+    """Worker processes of the run (``workers.num_workers`` resolved)."""
+    num_workers_reason: str
+    """Why (``"auto: cpu affinity 2 cpu(s)"``, ``"set: 2"``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``run.json``'s ``"resolved"``)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ResolvedSettings:
+        """From :meth:`to_dict`'s form; anything else is a ConfigError naming the bad field."""
+        if not isinstance(data, Mapping) or set(data) != {f.name for f in dataclasses.fields(cls)}:
+            raise ConfigError(f"resolved settings must have the keys dtype, dtype_reason, num_workers, "
+                              f"num_workers_reason; got {data!r}")
+        from es_agent.specs import DTYPES
+
+        if data["dtype"] not in DTYPES:
+            raise ConfigError(f"resolved dtype must be one of {DTYPES}, got {data['dtype']!r}")
+        n = data["num_workers"]
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ConfigError(f"resolved num_workers must be an integer >= 0, got {n!r}")
+        if not isinstance(data["dtype_reason"], str) or not isinstance(data["num_workers_reason"], str):
+            raise ConfigError(f"resolved reasons must be strings, got {data!r}")
+        return cls(**dict(data))
+
+
+def resolve_settings(cfg: TrainConfig) -> ResolvedSettings:
+    """Choose the run's ``"auto"`` settings on this machine: ``agent.dtype`` for ``agent.device``
+    (:func:`es_agent.hardware.choose_dtype`) and ``workers.num_workers`` (its usable cores). With a remote
+    Ray cluster (``workers.address``) the driver decides for the workers: set ``agent.dtype`` explicitly there
+    when their CPUs differ from the driver's."""
+    from es_agent.hardware import choose_dtype
+
+    dtype = choose_dtype(cfg.agent.dtype, cfg.agent.device)
+    n, reason = cfg.workers.choose_workers()
+    return ResolvedSettings(str(dtype.value), dtype.reason, n, reason)
+
+
+def with_resolved(cfg: TrainConfig, settings: ResolvedSettings) -> TrainConfig:
+    """``cfg`` with the concrete dtype and worker count of ``settings`` (what the run's code reads)."""
+    return dataclasses.replace(
+        cfg, agent=dataclasses.replace(cfg.agent, dtype=settings.dtype),
+        workers=dataclasses.replace(cfg.workers, num_workers=settings.num_workers))
 
 
 def _check_task_selection(tasks_key: str, tasks: tuple[Any, ...] | None, templates_key: str,

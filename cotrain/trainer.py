@@ -12,6 +12,11 @@ instead of resolving again, so it draws its task batches from exactly the same i
 Ray: ``workers.num_workers >= 2`` initialises Ray (a local one, or ``workers.address``) and evaluates on that
 many actors; 0 or 1 evaluate in this process. With a remote cluster the run directory must be on a filesystem
 the first worker shares (it writes the weight snapshots).
+
+``"auto"`` settings (``agent.dtype``, ``workers.num_workers``) are chosen once, when a run starts
+(:func:`cotrain.config.resolve_settings`), and recorded in ``run.json`` (``"resolved"``, with the reasons); a
+resumed run uses the recorded ones, so its weights (and checksums) stay in the dtype the run started with.
+Each generation's metrics carry ``seconds_generation``, the wall time of the searcher's step.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cotrain.checkpoint import RunDir, load_pools
-from cotrain.config import EnvConfig, EvalConfig, TrainConfig, WorkersConfig
+from cotrain.config import EnvConfig, EvalConfig, TrainConfig, WorkersConfig, resolve_settings
 from cotrain.errors import ConfigError, RunDirError
 from cotrain.prompt_evolution import ModelTextWriter, PromptEvolver, ReplicaTrajectories
 from cotrain.searcher import CoEvolutionES
@@ -224,7 +229,7 @@ def ensure_ray(workers: WorkersConfig) -> None:
     if workers.address:
         ray.init(address=workers.address, include_dashboard=False)
     else:
-        ray.init(num_cpus=workers.num_cpus or workers.num_workers, include_dashboard=False)
+        ray.init(num_cpus=workers.num_cpus or workers.worker_count, include_dashboard=False)
 
 
 def build_problem(cfg: TrainConfig, state: RunState, task_ids: Sequence[TaskId]) -> AgentProblem:
@@ -315,9 +320,11 @@ def train(cfg: TrainConfig, run_dir: str | Path, *, console: Console | None = No
     pools = load_pools(cfg.prompts.pools)
     tasks = resolve_tasks(cfg)  # before the directory exists: a bad template leaves nothing behind
     check_models(cfg)
+    settings = resolve_settings(cfg)  # after check_models: the device exists
     run = RunDir.create(run_dir, cfg, pools)
     try:
         run.record_tasks(tasks.to_dict())
+        run.record_resolved(settings)
         return run_generations(run, console=console, stop_after=stop_after)
     except Exception:
         if run.generation == 0 and not (run.path / "update_log.jsonl").exists():
@@ -355,6 +362,9 @@ def run_generations(run: RunDir, *, console: Console | None = None,
     total = cfg.es.generations
     if run.generation >= total and run.finished:
         return TrainResult(run.path, run.generation, True, _final_checksum(run), None, 0.0)
+    if run.resolved is None:  # a run from before the settings were recorded: their values are concrete
+        run.record_resolved(resolve_settings(cfg))
+        cfg = run.config
     state = run.load_state()
     tasks = run_tasks(run)
     train_tasks, eval_tasks = tasks.train, tasks.eval
@@ -375,10 +385,11 @@ def run_generations(run: RunDir, *, console: Console | None = None,
     try:
         logger.start()
         while searcher.step_count < total and (stop_after is None or ran < stop_after):
+            step_started = time.perf_counter()
             searcher.step()
             ran += 1
             gen = searcher.step_count
-            status = dict(searcher.status)
+            status = {**dict(searcher.status), "seconds_generation": time.perf_counter() - step_started}
             assert searcher.last_record is not None
             run.commit(searcher.last_record, status, searcher.distribution, problem.pools,
                        log_end=problem.log_end)

@@ -78,7 +78,8 @@ class AgentProblem(Problem):
     batches must come from. ``rows_per_piece`` rows go to an actor at a time. ``fill_sigma`` is the sigma of
     rows made by ``_fill`` (EvoTorch's own sampling; the co-evolution distribution samples its own rows).
     ``num_actors``: ``None`` evaluates in this process; ``1`` is refused; an EvoTorch string such as ``"max"``
-    that resolves to one actor also means in-process evaluation.
+    that resolves to one actor also means in-process evaluation. An ``agent`` with ``dtype="auto"`` is
+    resolved here, in the driver (:meth:`AgentSpec.resolved`), so that all workers build the same weights.
     """
 
     def __init__(self, agent: AgentSpec, env: EnvSpec, *, max_batch_tasks: int = 8,
@@ -92,6 +93,7 @@ class AgentProblem(Problem):
             raise SpecError(f"max_batch_tasks must be a positive integer, got {max_batch_tasks!r}")
         if rows_per_piece < 1 or max_piece_attempts < 1:
             raise SpecError("rows_per_piece and max_piece_attempts must be >= 1")
+        agent = agent.resolved()  # "auto" dtype chosen once, here: every replica gets the same weights
         pools = agent.load_pools()
         super().__init__("max", solution_length=FIXED_COLUMNS + len(pools.slots), dtype=torch.float64,
                          eval_dtype=torch.float32, eval_data_length=max_batch_tasks, num_actors=num_actors,
@@ -214,7 +216,8 @@ class AgentProblem(Problem):
         if rep is not None:
             rep.catch_up(self._log, self._log_offset)
         stats = rep.stats.take() if rep is not None else ReplicaStats().take()
-        return {"pid": os.getpid(), "built": rep is not None, "applied": rep.applied if rep else None,
+        return {"pid": os.getpid(), "torch_threads": torch.get_num_threads(), "built": rep is not None,
+                "applied": rep.applied if rep else None,
                 "checksum": rep.checksum() if rep else None, "rows_total": rep.rows_total if rep else 0,
                 **stats}
 
@@ -347,13 +350,15 @@ class AgentProblem(Problem):
 
     def worker_status(self) -> list[dict[str, Any]]:
         """One dict per worker: ``id``, ``alive``, ``in_flight``, ``done``, ``checksum``, ``restarts``,
-        ``applied``, ``pid`` (the searcher's ``workers`` status key)."""
+        ``applied``, ``pid``, ``torch_threads`` (its intra-op threads; the searcher's ``workers`` status
+        key)."""
         out = []
         for i, report in enumerate(self._reports):
             report = report or {}
             out.append({"id": i, "alive": True, "in_flight": self._in_flight[i], "done": self._rows_done[i],
                         "checksum": report.get("checksum"), "restarts": self._restarts[i],
-                        "applied": report.get("applied"), "pid": report.get("pid")})
+                        "applied": report.get("applied"), "pid": report.get("pid"),
+                        "torch_threads": report.get("torch_threads")})
         return out
 
     @property

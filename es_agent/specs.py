@@ -12,7 +12,7 @@ import importlib
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from es_agent.errors import EsAgentError
@@ -26,7 +26,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from es_agent.prompts import PromptPools
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")
-"""Model dtypes an :class:`AgentSpec` accepts."""
+"""Concrete model dtypes; an :class:`AgentSpec` also accepts ``"auto"`` (:data:`AUTO_DTYPE`)."""
+AUTO_DTYPE = "auto"
+"""``AgentSpec.dtype`` that lets :func:`es_agent.hardware.choose_dtype` pick bf16 or fp32 for the device."""
 TINY_PREFIX = "tiny:"
 """Model spec prefix of the tiny random Qwen of :mod:`es_agent.tiny` (``"tiny:<seed>"``)."""
 DEFAULT_INFRA_ERRORS = (
@@ -71,7 +73,9 @@ class AgentSpec:
     """``"embedded"`` (SmolLM2-135M-Instruct), a local checkpoint directory or ``.gguf`` file, a hub id in the
     local cache, or ``"tiny:<seed>"`` for the tiny random Qwen of :func:`es_agent.tiny.tiny_qwen`."""
     dtype: str = "float32"
-    """Weight dtype, one of :data:`DTYPES`."""
+    """Weight dtype, one of :data:`DTYPES`, or ``"auto"``: bf16 on a CPU with native bf16 (AMX or AVX512-BF16)
+    and on CUDA, float32 elsewhere (:func:`es_agent.hardware.choose_dtype`). ``AgentProblem`` resolves
+    ``"auto"`` once, in the driver (:meth:`resolved`), so that every replica gets the same dtype."""
     device: str = "cpu"
     """Device of the replica (``"cpu"``, ``"cuda"``, ``"cuda:0"``...)."""
     mode: Literal["full", "lowrank"] = "full"
@@ -102,8 +106,8 @@ class AgentSpec:
             if not tail.isdigit():
                 raise SpecError(f"AgentSpec.model {self.model!r}: expected 'tiny:<integer seed>'")
         _check_device_string(self.device)
-        if self.dtype not in DTYPES:
-            raise SpecError(f"AgentSpec.dtype must be one of {DTYPES}, got {self.dtype!r}")
+        if self.dtype not in (*DTYPES, AUTO_DTYPE):
+            raise SpecError(f"AgentSpec.dtype must be one of {(*DTYPES, AUTO_DTYPE)}, got {self.dtype!r}")
         if self.mode not in ("full", "lowrank"):
             raise SpecError(f"AgentSpec.mode must be 'full' or 'lowrank', got {self.mode!r}")
         if self.mode == "lowrank" and (not isinstance(self.rank, int) or isinstance(self.rank, bool)
@@ -136,10 +140,19 @@ class AgentSpec:
 
     # ------------------------------------------------------------------ builders
     def torch_dtype(self) -> torch.dtype:
-        """The model dtype as a ``torch.dtype``."""
+        """The model dtype as a ``torch.dtype`` (``"auto"`` resolved for :attr:`device` on this machine)."""
         import torch
 
-        return getattr(torch, self.dtype)
+        return getattr(torch, self.resolved().dtype)
+
+    def resolved(self) -> AgentSpec:
+        """This spec with a concrete dtype: ``"auto"`` chosen for :attr:`device` on this machine
+        (:func:`es_agent.hardware.choose_dtype`); a spec with a concrete dtype is returned as is."""
+        if self.dtype != AUTO_DTYPE:
+            return self
+        from es_agent.hardware import choose_dtype
+
+        return replace(self, dtype=str(choose_dtype(self.dtype, self.device).value))
 
     def param_spec(self) -> ParamSelector | None:
         """The parameter selection for :mod:`es_agent.perturb` (``None``: every floating parameter)."""

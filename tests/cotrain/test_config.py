@@ -8,11 +8,14 @@ from pathlib import Path
 import pytest
 
 from cotrain.config import (
+    ResolvedSettings,
     TrainConfig,
     apply_overrides,
     config_from_dict,
     load_config,
     parse_override_value,
+    resolve_settings,
+    with_resolved,
 )
 from cotrain.errors import ConfigError
 
@@ -76,6 +79,9 @@ def test_unknown_keys_and_wrong_types_name_the_key(data: dict, message: str) -> 
     ({"prompts": {"mutation": True}, "es": {"evolve_prompts": False}}, r"prompts\.mutation"),
     ({"prompts": {"new_variant_mass": 1.5}}, r"prompts\.new_variant_mass"),
     ({"format": "other/9"}, r"format"),
+    ({"workers": {"num_workers": -1}}, r"workers\.num_workers: must be an integer >= 0 or 'auto', got -1"),
+    ({"workers": {"num_workers": "many"}},
+     r"workers\.num_workers: expected int or one of 'auto', got 'many'"),
 ])
 def test_bad_values_name_the_key(data: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -108,3 +114,28 @@ def test_unreadable_or_missing_toml_is_a_config_error(tmp_path: Path) -> None:
     bad.write_text("[es\npopulation = 4", encoding="utf-8")
     with pytest.raises(ConfigError, match="cannot read TOML"):
         load_config(bad)
+
+
+def test_demo_config_uses_the_auto_dtype_and_every_core() -> None:
+    cfg = load_config(CONFIGS / "demo.toml")
+    assert cfg.agent.dtype == "auto" and cfg.workers.num_workers == "auto"
+    assert TrainConfig().agent.dtype == "auto"  # the default of run configs
+
+
+def test_auto_settings_resolve_to_concrete_values_with_reasons() -> None:
+    cfg = config_from_dict({"agent": {"dtype": "auto"}, "workers": {"num_workers": "auto"}})
+    settings = resolve_settings(cfg)
+    assert settings.dtype in ("float32", "bfloat16") and settings.dtype_reason.startswith("auto: cpu flags")
+    assert settings.num_workers >= 1 and settings.num_workers_reason.startswith("auto: cpu affinity")
+    concrete = with_resolved(cfg, settings)
+    assert concrete.agent.dtype == settings.dtype and concrete.workers.num_workers == settings.num_workers
+    assert ResolvedSettings.from_dict(json.loads(json.dumps(settings.to_dict()))) == settings
+    fixed = resolve_settings(config_from_dict({"agent": {"dtype": "float16"}, "workers": {"num_workers": 3}}))
+    assert (fixed.dtype, fixed.dtype_reason, fixed.num_workers, fixed.num_workers_reason) == (
+        "float16", "set: float16", 3, "set: 3")
+    assert config_from_dict({"workers": {"num_workers": 1}}).workers.num_actors is None  # 1: in process
+    assert config_from_dict({"workers": {"num_workers": 2}}).workers.num_actors == 2
+    with pytest.raises(ConfigError, match="resolved dtype must be one of"):
+        ResolvedSettings.from_dict({**settings.to_dict(), "dtype": "auto"})
+    with pytest.raises(ConfigError, match="must have the keys"):
+        ResolvedSettings.from_dict({"dtype": "float32"})
