@@ -7,6 +7,13 @@ A replica's centre is the base model (or the spec's snapshot) plus the update lo
 replaying what it lacks. Evaluating a row perturbs the weights in place from its seed, runs one episode per
 task of the batch and restores the weights exactly (:func:`es_agent.perturbed`).
 
+Overlap (default). The weight work runs in a :class:`~es_agent.perturb_pipeline.PerturbationPipeline`: a row's
+perturbation, the previous row's restore and the updates that arrived since run on a background thread while
+the row's first env reset waits on the browser; the policy's first forward waits for the weights. The restore
+of a row and the updates are deferred to the next row (or to the first use of :attr:`Replica.model`, which
+always returns the model at the centre). ``overlap=False`` keeps the plain order (perturb, episodes, restore,
+in the caller).
+
 Infrastructure failures (:attr:`EnvSpec.infra_errors`, e.g. a browser crash) are retried once on a rebuilt env
 and then raised as :class:`EpisodeInfrastructureError`; they are never scored as a reward of 0.
 """
@@ -16,8 +23,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +31,7 @@ import torch
 
 from es_agent.errors import EsAgentError
 from es_agent.noise import derive_seed
+from es_agent.perturb_pipeline import PerturbationPipeline
 from es_agent.rows import FIXED_COLUMNS, CandidateRow, decode_row
 from es_agent.specs import TINY_PREFIX, AgentSpec, EnvSpec, TaskId, UpdateRecord
 
@@ -99,11 +106,15 @@ class ReplicaStats:
     episodes: int = 0
     """Episodes run."""
     seconds_perturb: float = 0.0
-    """In perturbing and restoring weights."""
+    """Waiting for weights to be perturbed or restored (with overlap: the time the first forward of a row
+    waited for the background work, which includes updates deferred to it)."""
     seconds_rollout: float = 0.0
     """In episodes (policy and env)."""
     seconds_update: float = 0.0
-    """In applying weight updates."""
+    """In applying weight updates in the caller (with overlap, updates deferred to a row's background work
+    are in ``seconds_overlapped``)."""
+    seconds_overlapped: float = 0.0
+    """Weight work (perturb, restore, deferred updates) run on the background thread during env resets."""
     seconds_build: float = 0.0
     """In building the model and the env."""
     infra_retries: int = 0
@@ -137,9 +148,13 @@ def load_agent_model(spec: AgentSpec) -> tuple[torch.nn.Module, Any]:
 
 
 class Replica:
-    """One model replica, its prompt pools and one env (built on first use), at centre ``applied``."""
+    """One model replica, its prompt pools and one env (built on first use), at centre ``applied``.
 
-    def __init__(self, agent: AgentSpec, env: EnvSpec, pools: PromptPools, applied: int) -> None:
+    ``overlap``: hide the weight work behind env resets (module docstring); the results are the same bits.
+    """
+
+    def __init__(self, agent: AgentSpec, env: EnvSpec, pools: PromptPools, applied: int, *,
+                 overlap: bool = True) -> None:
         started = time.perf_counter()
         if agent.torch_threads is not None:
             torch.set_num_threads(agent.torch_threads)
@@ -147,13 +162,29 @@ class Replica:
         self.env_spec = env
         self.pools = pools
         self.applied = int(applied)
-        self.model, self.tokenizer = load_agent_model(agent)
+        self._model, self.tokenizer = load_agent_model(agent)
+        self.weights = PerturbationPipeline(self._model, agent.perturb_kwargs(), overlap=overlap)
+        """Where the weights are (centre or a row's member) and the work that moves them."""
         self.policy_config = agent.policy_config()
         self.stats = ReplicaStats(seconds_build=time.perf_counter() - started)
         self.rows_total = 0
         self._env: gym.Env | None = None
+        self._move_failure: BaseException | None = None
 
     # ------------------------------------------------------------------ centre
+    @property
+    def model(self) -> torch.nn.Module:
+        """The model at the centre: deferred restores and updates are finished first (in this thread)."""
+        self.settle()
+        return self._model
+
+    def settle(self) -> None:
+        """Bring the weights to the centre now (a no-op when they are there)."""
+        times = self.weights.settle()
+        if times is not None:
+            self.stats.seconds_perturb += times.restore + times.perturb
+            self.stats.seconds_update += times.update
+
     def catch_up(self, log: Sequence[UpdateRecord], offset: int) -> None:
         """Apply the records of ``log`` (whose first record has index ``offset``) not applied yet."""
         if self.applied < offset:
@@ -168,15 +199,14 @@ class Replica:
             raise ReplicaStateError(f"replica at update {self.applied} was handed record {record.index}")
         started = time.perf_counter()
         if record.kind == "weights":
-            from es_agent.perturb import apply_update
-
-            apply_update(self.model, record.seeds, record.coeffs, **self.agent.perturb_kwargs())
+            self.weights.queue_update(record.seeds, record.coeffs)  # applied at once without overlap
         else:
             from es_agent.prompts import PromptPools
 
             self.pools = PromptPools.from_dict(dict(record.pools or {}), source=f"update {record.index}")
         self.applied += 1
-        self.stats.seconds_update += time.perf_counter() - started
+        if not self.weights.overlap:
+            self.stats.seconds_update += time.perf_counter() - started
 
     def checksum(self) -> str:
         """:func:`es_agent.weights_checksum` of the whole model."""
@@ -196,28 +226,69 @@ class Replica:
                 self._population = population.PopulationRunner(self)
             return self._population.run_rows(rows, task_ids)
         # ---- end of the batched population block
-        from es_agent.perturb import perturbed
-
         out = torch.empty(len(rows), len(task_ids), dtype=torch.float32)
-        kwargs = self.agent.perturb_kwargs()
         for i, row in enumerate(rows):
             genome = self.pools.from_indices(row.prompt_ids)
             t0 = time.perf_counter()
-            exact = row.sigma == 0  # the centre itself: no noise drawn
-            with nullcontext() if exact else perturbed(self.model, row.noise_seed, row.sigma, **kwargs):
-                t1 = time.perf_counter()
-                out[i] = torch.tensor(self.run_tasks(genome, task_ids, row.env_seed))
-                t2 = time.perf_counter()
-            self.stats.seconds_perturb += (t1 - t0) + (time.perf_counter() - t2)
+            self._move_failure = None
+            self.weights.start(row.noise_seed, row.sigma)
+            try:
+                if not self.weights.overlap:
+                    self._account(self.weights.wait(), time.perf_counter() - t0)
+                out[i] = torch.tensor(self.run_tasks(genome, task_ids, row.env_seed,
+                                                     weights_ready=self._wait_for_weights))
+            except BaseException:
+                self._abort_row()
+                raise
+            if not self.weights.overlap:
+                t0 = time.perf_counter()
+                self._account(self.weights.settle(), time.perf_counter() - t0)
             self.stats.rows += 1
             self.rows_total += 1
         return out
 
-    def run_tasks(self, genome: PromptGenome, task_ids: Sequence[TaskId], env_seed: int) -> list[float]:
-        """Terminal rewards of one episode per task at the current weights (timed as rollout)."""
+    def _wait_for_weights(self) -> None:
+        """Block until the row's weights are in place (the first forward of a row calls this). A failed
+        move fails every later call of the row too, so that an episode retry never runs at the wrong
+        weights."""
+        if self._move_failure is not None:
+            raise self._move_failure
+        t0 = time.perf_counter()
+        try:
+            times = self.weights.wait()
+        except BaseException as exc:
+            self._move_failure = exc
+            raise
+        self._account(times, time.perf_counter() - t0)
+
+    def _account(self, times: Any, waited: float) -> None:
+        if times is None:
+            return
+        if self.weights.overlap:
+            self.stats.seconds_perturb += waited
+            self.stats.seconds_overlapped += times.total
+        else:
+            self.stats.seconds_perturb += times.restore + times.perturb
+            self.stats.seconds_update += times.update
+
+    def _abort_row(self) -> None:
+        """After an exception in a row: weights back to the centre (or a WeightsStateError chained to the
+        row's exception when they cannot be)."""
+        try:
+            self.weights.wait()
+        except Exception as exc:  # the move's own failure: reported with the row's exception
+            _log.warning("the weight move of the failed row also failed: %s: %s", type(exc).__name__, exc)
+        self.weights.settle()
+
+    def run_tasks(self, genome: PromptGenome, task_ids: Sequence[TaskId], env_seed: int, *,
+                  weights_ready: Callable[[], None] | None = None) -> list[float]:
+        """Terminal rewards of one episode per task at the current weights (timed as rollout).
+        ``weights_ready`` is called before the policy's first forward (the env resets before it)."""
         from es_agent.policy import LLMPolicy
 
-        policy = LLMPolicy(self.model, self.tokenizer, genome, self.policy_config)
+        policy: Any = LLMPolicy(self._model, self.tokenizer, genome, self.policy_config)
+        if weights_ready is not None:
+            policy = _AfterWeights(policy, weights_ready)
         started = time.perf_counter()
         try:
             return [self.episode(policy, task, episode_seed(env_seed, task)) for task in task_ids]
@@ -267,8 +338,31 @@ class Replica:
                 _log.warning("closing a failed env raised %s: %s", type(exc).__name__, exc)
 
     def close(self) -> None:
-        """Release the env (the model goes with the object)."""
+        """Release the env (the model goes with the object) after finishing any weight work in flight."""
+        self.weights.close()
         self.close_env()
+
+
+class _AfterWeights:
+    """A policy whose forwards wait for ``ready()`` first (``reset`` and attributes pass through)."""
+
+    def __init__(self, policy: Any, ready: Callable[[], None]) -> None:
+        self._policy = policy
+        self._ready = ready
+
+    def reset(self, *args: Any, **kwargs: Any) -> None:
+        self._policy.reset(*args, **kwargs)
+
+    def act(self, obs: Any) -> str:
+        self._ready()
+        return str(self._policy.act(obs))
+
+    def act_batch(self, observations: Sequence[Any]) -> list[str]:
+        self._ready()
+        return list(self._policy.act_batch(observations))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._policy, name)
 
 
 def evals_from_rewards(rewards: torch.Tensor, eval_data_length: int) -> torch.Tensor:
