@@ -6,11 +6,17 @@ Method.
   on a real Chromium) replaying the scripted reference solutions of the first tasks of the bundled train split
   (no LLM). Only ``env.step`` is timed (observation extraction included); resets are reported apart. The rate
   is steps over seconds in ``step``, per task (spread over tasks). Goal >= 10 steps/s.
-- Agent steps/s: ``LLMPolicy.act`` (embedded SmolLM2-135M, fp32, one torch thread, constrained decoding by
-  candidate scoring, 1,024-token prompt budget) on the observations recorded during that replay (real
-  embedded pages; synthetic admin-grid pages if the env cannot start), episode by episode so the history
-  grows, with the system-message KV cache reused across steps (``prefix_cache=True``, the default) and without
-  it, interleaved. Rates from CPU seconds (load-robust; wall-clock rates in ``extra``). Goal >= 1 step/s.
+- Agent steps/s per core: ``LLMPolicy.act`` (constrained decoding by candidate scoring, one torch thread) on
+  the observations recorded during that replay (real embedded pages; synthetic admin-grid pages if the env
+  cannot start), episode by episode so the history grows, for the embedded SmolLM2-135M (first 2 episodes,
+  2 repetitions; goal >= 2.5 steps/s) and the embedded Qwen2.5-Coder-0.5B (``embedded-qwen``; the first 2
+  steps of each episode, 1 repetition; goal >= 0.7 steps/s). Each model runs under the new defaults
+  (``PolicyConfig()``, dtype ``auto`` as :func:`es_agent.hardware.choose_dtype` picks it on this machine)
+  and the old settings (float32, :data:`OLD_POLICY`: the prompt rendering before issue #10), alternately on
+  the same steps. Beside each rate: prompt tokens per step and prefilled (uncached) prompt tokens per step,
+  counted as the input tokens of the model's prefill forwards (those that keep only the last logits: the
+  cached prefixes count at the step that computes them). Goal: prefilled tokens new / old <= 0.5. Rates
+  from CPU seconds (load-robust; wall-clock rates in ``extra``). Quick mode: 2 SmolLM2 steps, 1 Qwen step.
 - Generation wall time with 1 and 2 workers: ``AgentProblem`` (full mode), population 8 (antithetic pairs),
   the tiny Qwen on the real embedded env (2 tasks, ``max_steps=3``; env-bound), and the embedded model on the
   toy text env of :mod:`benchmarks.bench_comm` (1 task, one step; policy-bound, all work in the worker
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +56,16 @@ from benchmarks.common import (
 )
 
 ENV_GOAL = 10.0
-AGENT_GOAL = 1.0
+AGENT_GOALS = {"embedded": 2.5, "embedded-qwen": 0.7}
+"""Agent steps/s goals per core under the new defaults (issue #10)."""
+PREFILL_GOAL = 0.5
+"""Prefilled prompt tokens per step, new over old settings (issue #10)."""
+QWEN_STEPS = 2
+"""Steps of each recorded episode the Qwen model takes in a full run (it is about 4x slower per token)."""
+MODEL_NAMES = {"embedded": "SmolLM2-135M", "embedded-qwen": "Qwen2.5-Coder-0.5B"}
+OLD_POLICY: dict[str, Any] = {}
+"""PolicyConfig fields at their values before issue #10 (the old prompt rendering); only fields that exist in
+PolicyConfig are applied."""
 BATCH_GOAL = 3.0
 RANK = 4
 SIGMA = 1e-3
@@ -138,56 +154,155 @@ def env_steps(n_tasks: int) -> tuple[list[Figure], list[list[dict[str, str]]]]:
     return figures, episodes
 
 
-def agent_steps(episodes: list[list[dict[str, str]]], reps: int, source: str, device: str = "cpu",
-                dtype: str = "float32") -> list[Figure]:
-    """``LLMPolicy.act`` rates with and without the system-message KV cache (one torch thread; rates from CPU
-    seconds on the CPU, wall seconds on an accelerator)."""
+@dataclass(frozen=True)
+class AgentSetting:
+    """One way of running the policy in the agent-steps benchmark."""
+
+    label: str
+    """``new`` (today's defaults) or ``old`` (the settings before issue #10), in figure names."""
+    dtype: str
+    """Weight dtype name."""
+    dtype_reason: str
+    """Why that dtype (``auto: ...`` as :func:`es_agent.hardware.choose_dtype` says, or ``old: float32``)."""
+    policy: dict[str, Any]
+    """:class:`~es_agent.policy.PolicyConfig` fields (empty: the defaults)."""
+
+    def tag(self) -> str:
+        rendering = "PolicyConfig defaults" if not self.policy else "old rendering"
+        return f"{self.label}: {self.dtype}, {rendering}"
+
+
+def agent_settings(device: str = "cpu") -> tuple[AgentSetting, AgentSetting]:
+    """``(new, old)``: the new defaults (``PolicyConfig()``, dtype ``auto``) and the old settings (float32,
+    :data:`OLD_POLICY` where those fields exist)."""
+    from es_agent.hardware import choose_dtype
+    from es_agent.policy import PolicyConfig
+
+    auto = choose_dtype("auto", device)
+    fields = set(PolicyConfig.__dataclass_fields__)
+    old_policy = {k: v for k, v in OLD_POLICY.items() if k in fields}
+    return (AgentSetting("new", str(auto.value), auto.reason, {}),
+            AgentSetting("old", "float32", "old: float32", old_policy))
+
+
+class _PrefillCounter:
+    """Counts the input tokens of the model's prefill forwards: the ones that keep only the last position's
+    logits (prompt prefills, cached prefixes included when they are computed; candidate scoring keeps every
+    position and is not counted)."""
+
+    def __init__(self, model: Any) -> None:
+        self.tokens = 0
+        self._handle = model.register_forward_pre_hook(self._hook, with_kwargs=True)
+
+    def _hook(self, module: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        keep = kwargs.get("logits_to_keep", kwargs.get("num_logits_to_keep"))
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if keep == 1 and ids is not None:
+            self.tokens += int(ids.numel())
+
+    def close(self) -> None:
+        self._handle.remove()
+
+
+def agent_steps(episodes: list[list[dict[str, str]]], reps: int, source: str, spec: str = "embedded",
+                device: str = "cpu", max_steps: int | None = None) -> list[Figure]:
+    """``LLMPolicy.act`` rates of model ``spec`` under the new defaults and the old settings, measured
+    alternately on the same recorded episodes (one torch thread; rates from CPU seconds on the CPU, wall
+    seconds on an accelerator), with prompt and prefilled tokens per step. ``max_steps`` caps the steps taken
+    from each episode."""
     import torch
 
-    from es_agent.models import load_model
+    from es_agent.errors import EsAgentError
+    from es_agent.models import check_model_spec, load_model
     from es_agent.policy import LLMPolicy, PolicyConfig
     from es_agent.prompts import PromptPools
 
-    model, tok = load_model("embedded", dtype=getattr(torch, dtype), device=device)
+    name = MODEL_NAMES.get(spec, spec)
+    goal = AGENT_GOALS.get(spec)
+    settings = agent_settings(device)
+    rate_name = "agent steps/s per core, real bundled episodes"
+    try:
+        check_model_spec(spec)
+    except EsAgentError as exc:
+        return [Figure(f"{rate_name} [{name}, {s.tag()}]", None, "steps/s",
+                       f">= {goal:g}" if s.label == "new" and goal else None,
+                       skipped=f"{type(exc).__name__}: {exc}") for s in settings]
+    episodes = [e[:max_steps] if max_steps else e for e in episodes]
     cuda = torch.device(device).type == "cuda"
     genome = PromptPools.load().baseline("no_skill")
-    policies = {cache: LLMPolicy(model, tok, genome, PolicyConfig(prefix_cache=cache))
-                for cache in (True, False)}
-    cpu: dict[bool, list[float]] = {True: [], False: []}
-    wall: dict[bool, list[float]] = {True: [], False: []}
-    tokens: list[int] = []
-    policies[True].act(episodes[0][0])  # warm-up
-    for _ in range(reps):
-        for cache, policy in policies.items():
-            w = c = 0.0
-            n = 0
-            for episode in episodes:
-                policy.reset()
-                for obs in episode:
-                    dw, dc, _ = timed(lambda obs=obs, policy=policy: policy.act(obs))
-                    w, c, n = w + dw, c + dc, n + 1
-                    if cache:
-                        tokens.append(int(policy.last_info[0]["prompt_tokens"]))
-            cpu[cache].append(n / (w if cuda else c))
-            wall[cache].append(n / w)
-    prefix = len(tok(policies[True]._system_prefix(), add_special_tokens=False)["input_ids"])
-    ratios = [a / b for a, b in zip(cpu[True], cpu[False], strict=True)]
-    rate = median(cpu[True])
-    tag = f"SmolLM2-135M {dtype} on {device}" + ("" if cuda else ", 1 thread")
-    return [
-        Figure(f"agent steps/s, embedded model, prefix cache on [{tag}]", rnd(rate, 3),
-               "steps/s", f">= {AGENT_GOAL:g}", rate >= AGENT_GOAL, spread(cpu[True], 3),
-               f"{median(tokens):.0f} prompt tokens/step ({min(tokens)}-{max(tokens)}), {prefix} of them the "
-               f"cached system message; observations: {source}",
-               extra={"wall_clock_steps_per_s": rnd(median(wall[True]), 3),
-                      "prompt_tokens_per_step": rnd(median(tokens)), "cached_prefix_tokens": prefix,
-                      "steps_per_repetition": sum(len(e) for e in episodes)}),
-        Figure(f"agent steps/s, embedded model, prefix cache off [{tag}]",
-               rnd(median(cpu[False]), 3), "steps/s", spread=spread(cpu[False], 3),
-               extra={"wall_clock_steps_per_s": rnd(median(wall[False]), 3)}),
-        Figure(f"agent steps/s, prefix cache on / off [{tag}]", rnd(median(ratios), 3), "x",
-               spread=spread(ratios, 3)),
+    models: dict[str, tuple[Any, Any]] = {}
+    for setting in settings:
+        if setting.dtype not in models:
+            models[setting.dtype] = load_model(spec, dtype=getattr(torch, setting.dtype), device=device)
+    counters = {dtype: _PrefillCounter(model) for dtype, (model, _) in models.items()}
+    policies = {s.label: LLMPolicy(*models[s.dtype], genome, PolicyConfig(**s.policy)) for s in settings}
+    cpu: dict[str, list[float]] = {s.label: [] for s in settings}
+    wall: dict[str, list[float]] = {s.label: [] for s in settings}
+    prompt: dict[str, list[int]] = {s.label: [] for s in settings}
+    prefilled: dict[str, list[int]] = {s.label: [] for s in settings}
+    try:
+        first = episodes[0][0]
+        warm = {**first, "axtree": str(first.get("axtree", "")).split("\n", 1)[0]}  # one line: cheap
+        for policy in policies.values():  # warm-up: first-call costs stay out of the rates
+            policy.act(warm)
+            policy.reset()
+        for rep in range(reps):
+            for setting in settings:
+                policy, counter = policies[setting.label], counters[setting.dtype]
+                w = c = 0.0
+                n = 0
+                for episode in episodes:
+                    policy.reset()
+                    for obs in episode:
+                        before = counter.tokens
+                        dw, dc, _ = timed(lambda obs=obs, policy=policy: policy.act(obs))
+                        w, c, n = w + dw, c + dc, n + 1
+                        if rep == 0:
+                            prompt[setting.label].append(int(policy.last_info[0]["prompt_tokens"]))
+                            prefilled[setting.label].append(counter.tokens - before)
+                cpu[setting.label].append(n / (w if cuda else c))
+                wall[setting.label].append(n / w)
+    finally:
+        for counter in counters.values():
+            counter.close()
+    new, old = settings
+    steps = sum(len(e) for e in episodes)
+    clock = "wall" if cuda else "CPU"
+    where = f"{device}" + ("" if cuda else ", 1 thread")
+    figures = []
+    for setting in settings:
+        label = setting.label
+        rate = median(cpu[label])
+        is_goal = label == "new" and goal is not None
+        figures.append(Figure(
+            f"{rate_name} [{name}, {setting.tag()}, {where}]", rnd(rate, 3), "steps/s",
+            f">= {goal:g}" if is_goal else None, (rate >= goal) if is_goal and goal else None,
+            spread(cpu[label], 3),
+            f"{median(prompt[label]):.0f} prompt tokens/step, {median(prefilled[label]):.0f} of them "
+            f"prefilled (uncached; median, {steps} steps); dtype {setting.dtype_reason}; policy "
+            f"{setting.policy or 'PolicyConfig()'}; rates from {clock} seconds; observations: {source}",
+            extra={"wall_clock_steps_per_s": rnd(median(wall[label]), 3),
+                   "prompt_tokens_per_step": rnd(median(prompt[label])),
+                   "prefilled_tokens_per_step": rnd(median(prefilled[label])),
+                   "prompt_tokens_mean": rnd(sum(prompt[label]) / len(prompt[label])),
+                   "prefilled_tokens_mean": rnd(sum(prefilled[label]) / len(prefilled[label])),
+                   "steps_per_repetition": steps, "dtype": setting.dtype, "policy": setting.policy}))
+    ratios = [a / b for a, b in zip(cpu["new"], cpu["old"], strict=True)]
+    token_ratio = sum(prefilled["new"]) / max(1, sum(prefilled["old"]))
+    figures += [
+        Figure(f"agent steps/s, new / old settings [{name}, {where}]", rnd(median(ratios), 3), "x",
+               spread=spread(ratios, 3), note=f"{new.tag()}; {old.tag()}; measured alternately"),
+        *(Figure(f"prefilled prompt tokens per step [{name}, {s.tag()}]", rnd(median(prefilled[s.label])),
+                 "tokens", note=f"of {median(prompt[s.label]):.0f} prompt tokens/step (median over {steps} "
+                 f"steps; mean {sum(prefilled[s.label]) / steps:.0f} of {sum(prompt[s.label]) / steps:.0f})")
+          for s in settings),
+        Figure(f"prefilled prompt tokens per step, new / old [{name}]", rnd(token_ratio, 3), "x",
+               f"<= {PREFILL_GOAL:g}", token_ratio <= PREFILL_GOAL,
+               note="total prefilled tokens over the same recorded steps, new over old settings"
+               + ("" if old.policy else "; the old rendering is today's rendering: no compact-observation or "
+                  "episode-cache fields in PolicyConfig yet")),
     ]
+    return figures
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -354,9 +469,8 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
         task_ids = []
     with torch_threads(1):
         episodes = [episodes[0][:2]] if quick else episodes[:2]
-        figures += agent_steps(episodes, 1 if quick else 2, source)
-        if not quick:  # this CPU has AMX: bf16 matmuls are much faster than fp32 ones
-            figures += agent_steps(episodes, 1, source, dtype="bfloat16")[:1]
+        figures += agent_steps(episodes, 1 if quick else 2, source, "embedded")
+        figures += agent_steps(episodes, 1, source, "embedded-qwen", max_steps=1 if quick else QWEN_STEPS)
         figures += batched_vs_sequential([32] if quick else [32, 256], 1 if quick else 2)
     settings = [("tiny:0", False)] if quick else [("tiny:0", real_env), ("embedded", False)]
     figures += generation_scaling(settings, 1 if quick else 2, task_ids)
