@@ -17,6 +17,7 @@ and :meth:`BrowserSession.new_episode` relaunches it within a bounded number of 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -35,8 +36,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from playwright.sync_api import Browser, BrowserContext, CDPSession, Page, Playwright, Request, Route
 
 __all__ = [
-    "DEFAULT_CHROMIUM_ARGS", "BrowserConfig", "BrowserSession", "Tab", "cdp_send", "find_chromium",
-    "shared_playwright",
+    "DEFAULT_CHROMIUM_ARGS", "BrowserConfig", "BrowserSession", "Tab", "cdp_send", "cdp_send_with_titles",
+    "find_chromium", "shared_playwright",
     "page_titles", "resolve_storage_state",
 ]
 
@@ -193,6 +194,37 @@ def cdp_send(cdp: CDPSession, method: str, params: Mapping[str, Any] | None = No
     return cdp.send(method, dict(params or {}), timeout=timeout_ms)
 
 
+def cdp_send_with_titles(cdp: CDPSession, calls: Sequence[tuple[str, Mapping[str, Any]]],
+                         pages: Sequence[Page], *, timeout_ms: float | None = None,
+                         ) -> tuple[list[dict[str, Any]], list[str]]:
+    """The replies of several CDP calls on ``cdp`` and the titles of ``pages`` (as :func:`page_titles`), all
+    sent at once: one overlapped round trip instead of one per call and per tab.
+
+    A failed CDP call raises its Playwright error (after every call has finished); a title that cannot be
+    read is empty. Without the impl-level API (see :func:`cdp_send`), the calls are made one by one.
+    """
+    from playwright.sync_api import Error as PlaywrightError
+
+    impl, sync = getattr(cdp, "_impl_obj", None), getattr(cdp, "_sync", None)
+    page_impls = [getattr(page, "_impl_obj", None) for page in pages]
+    if impl is None or sync is None or any(p is None for p in page_impls):
+        return [cdp_send(cdp, m, params, timeout_ms=timeout_ms) for m, params in calls], page_titles(pages)
+
+    async def together() -> list[Any]:
+        sends = [impl.send(method, dict(params), timeout_ms) for method, params in calls]
+        return await asyncio.gather(*sends, *(p.title() for p in page_impls), return_exceptions=True)
+
+    results = sync(together())
+    replies, titles = results[:len(calls)], results[len(calls):]
+    for reply in replies:
+        if isinstance(reply, BaseException):
+            raise reply
+    for title in titles:
+        if isinstance(title, BaseException) and not isinstance(title, PlaywrightError):
+            raise title
+    return list(replies), [t if isinstance(t, str) else "" for t in titles]
+
+
 def _quietly(fn: Any, *args: Any) -> None:
     """Call ``fn`` for cleanup, logging instead of raising (the thing it cleans may already be gone)."""
     from playwright.sync_api import Error as PlaywrightError
@@ -221,6 +253,9 @@ class Tab:
     """Counts ``window.open``/``target=_blank`` requests made by this tab (CDP ``Page.windowOpen``)."""
     committed: list[str] = field(default_factory=list)
     """The last URLs committed in the main frame, oldest first (error pages left out)."""
+    shown_url: str = ""
+    """The URL of the main frame's current document (an error page's: the URL it failed to load), from the
+    frame tree when the tab was attached, then from each ``frameNavigated``."""
 
     def on_window_open(self, params: Mapping[str, Any]) -> None:
         self.window_opens += 1
@@ -238,6 +273,7 @@ class Tab:
         if not frame.get("parentId"):
             self.main_frame_id = frame.get("id", self.main_frame_id)
             self.document += 1
+            self.shown_url = str(frame.get("unreachableUrl") or frame.get("url", ""))
             if not frame.get("unreachableUrl"):
                 self.committed = [*self.committed[-(_COMMITTED_KEPT - 1):], str(frame.get("url", ""))]
 
@@ -338,9 +374,14 @@ class BrowserSession:
         self._launch()
         return True
 
-    def check_alive(self) -> None:
-        """Raise :class:`BrowserError` if the browser or the current tab has crashed."""
-        if not self.browser_alive():
+    def check_alive(self, *, probe: bool = True) -> None:
+        """Raise :class:`BrowserError` if the browser or the current tab has crashed.
+
+        ``probe=False`` skips the round trip of :meth:`browser_alive` and trusts what Playwright and the crash
+        events already told (a browser that died unnoticed then fails the next call, whose error handling
+        checks with the probe): for the check before every action."""
+        connected = self._browser is not None and self._probe is not None and self._browser.is_connected()
+        if not (self.browser_alive() if probe else connected):
             raise BrowserError("the browser process is gone (crashed or killed); call reset() to relaunch it")
         tab = self._tabs.get(id(self._current)) if self._current is not None else None
         if tab is not None and tab.crashed:
@@ -431,9 +472,11 @@ class BrowserSession:
         """After an action: the navigations refused since the last :meth:`take_blocked`, with every tab that
         shows a URL the policy refuses (the error page of a refused redirect hop, say) taken back.
 
-        A tab goes back to its last history entry on an allowed origin; a tab with none is closed when other
-        tabs remain (a popup that only ever held the refused URL), else it gets ``about:blank``. Returns the
-        refused URLs, first seen first (empty when nothing was refused).
+        When nothing was refused, a tab whose document is known to be allowed (:meth:`_shows_allowed`) costs
+        no round trip; any other tab's history is read. A tab goes back to its last history entry on an
+        allowed origin; a tab with none is closed when other tabs remain (a popup that only ever held the
+        refused URL), else it gets ``about:blank``. Returns the refused URLs, first seen first (empty when
+        nothing was refused).
         """
         from playwright.sync_api import Error as PlaywrightError
 
@@ -441,6 +484,8 @@ class BrowserSession:
         targets = {id(b.page) for b in blocked if b.page is not None}
         urls = [b.url for b in blocked]
         for page in self.pages:
+            if not blocked and self._shows_allowed(page):
+                continue  # nothing was refused and its document is on an allowed origin: no history needed
             try:
                 urls.extend(self._contain(page, id(page) in targets))
             except PlaywrightError as exc:
@@ -465,6 +510,14 @@ class BrowserSession:
         if target and page.url == "about:blank" and len(self.pages) > 1:
             self._close_tab(page)  # a popup whose only navigation was refused
         return []
+
+    def _shows_allowed(self, page: Page) -> bool:
+        """Whether the tab's document is known, without a round trip, to be on an allowed origin: the tab is
+        tracked and both Playwright's URL and the last committed document (:attr:`Tab.shown_url`) are
+        allowed. Otherwise :meth:`_contain` reads the tab's history."""
+        tracked = self._tabs.get(id(page))
+        return (tracked is not None and tracked.page is page and not page.is_closed()
+                and self.policy.allows_page(page.url) and self.policy.allows_page(tracked.shown_url))
 
     def _history(self, page: Page) -> tuple[list[dict[str, Any]], int]:
         """The tab's history entries and the index of the current one."""
@@ -529,9 +582,10 @@ class BrowserSession:
         tab = self._tabs.get(id(page))
         if tab is None or tab.page is not page:
             cdp = self.context.new_cdp_session(page)
-            frame_id = cdp_send(cdp, "Page.getFrameTree")["frameTree"]["frame"]["id"]
+            frame = cdp_send(cdp, "Page.getFrameTree")["frameTree"]["frame"]
             self._tab_counter += 1
-            tab = Tab(page, cdp, self._tab_counter, frame_id)
+            tab = Tab(page, cdp, self._tab_counter, frame["id"],
+                      shown_url=str(frame.get("unreachableUrl") or frame.get("url", "")))
             cdp.on("Page.frameStartedLoading", tab.on_started)
             cdp.on("Page.frameStoppedLoading", tab.on_stopped)
             cdp.on("Page.frameNavigated", tab.on_navigated)
@@ -619,7 +673,8 @@ def resolve_storage_state(path: str, auth_dir: str | Path | None) -> Path:
 
 
 def page_titles(pages: Sequence[Page]) -> list[str]:
-    """Titles of the tabs (empty for a tab whose title cannot be read right now)."""
+    """Titles of the tabs (empty for a tab whose title cannot be read right now), one round trip each (see
+    :func:`cdp_send_with_titles` for them all at once)."""
     from playwright.sync_api import Error as PlaywrightError
 
     titles = []

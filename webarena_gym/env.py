@@ -16,6 +16,7 @@ from gymnasium import spaces
 
 from webarena_gym.actions import (
     DEFAULT_ACTION_TIMEOUT_S,
+    TYPING_MODES,
     Action,
     ActionError,
     ActionParseError,
@@ -27,7 +28,7 @@ from webarena_gym.actions import (
     execute_action,
     parse_action,
 )
-from webarena_gym.browser import BrowserConfig, BrowserSession, page_titles, resolve_storage_state
+from webarena_gym.browser import BrowserConfig, BrowserSession, cdp_send_with_titles, resolve_storage_state
 from webarena_gym.display import EMBEDDED_SHOWN_SITES, URLDisplay
 from webarena_gym.errors import (
     BrowserError,
@@ -37,12 +38,14 @@ from webarena_gym.errors import (
     TaskConfigError,
 )
 from webarena_gym.observation import (
+    SNAPSHOT_CALL,
     ElementIds,
     PrintableText,
-    fetch_axtree,
+    format_axtree,
     format_tabs,
     to_printable,
     truncate,
+    visible_in_snapshot,
 )
 from webarena_gym.safety import OriginPolicy
 
@@ -53,7 +56,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from webarena_gym.evaluators import EvalResult, Evaluator, Judge
     from webarena_gym.tasks import SiteURLs, TaskConfig
 
-__all__ = ["RESET_OPTIONS", "WebArenaLiteEnv"]
+__all__ = ["RESET_OPTIONS", "TYPING_OPTIONS", "WebArenaLiteEnv"]
 
 URL_MAX_CHARS = 4096
 GOAL_MAX_CHARS = 4096
@@ -63,6 +66,9 @@ ACTION_MAX_CHARS = 4096
 _OBSERVE_ATTEMPTS = 3
 RESET_OPTIONS = ("task_id",)
 """The keys ``reset(options=...)`` understands; any other key is a :class:`ResetArgumentError`."""
+TYPING_OPTIONS = ("auto", *TYPING_MODES)
+"""Values of the env's ``typing`` argument: ``"auto"`` (``"fill"`` on the embedded sites, ``"keys"``
+elsewhere), ``"keys"`` (key by key, as WebArena) or ``"fill"`` (all at once, as Playwright's ``fill``)."""
 
 
 class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
@@ -132,7 +138,13 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
     ``gym.make``; leave it ``None`` under ``gym.make``, whose ``TimeLimit`` and ``EvaluateOnTruncation``
     do it. ``action_timeout_s``: the time budget of one action in seconds (default 30; a positive finite
     number); ``browser.action_timeout_ms`` and ``navigation_timeout_ms`` still bound each page operation and
-    navigation inside it.
+    navigation inside it. ``typing``: how ``type`` enters its text: ``"keys"`` key by key as WebArena does
+    (a key event per character, for pages that listen to them: a real deployment's search suggestions),
+    ``"fill"`` all at once as Playwright's ``fill`` does (one ``input`` event, one round trip whatever the
+    length), or ``"auto"`` (default): ``"fill"`` on the embedded sites, whose pages run no scripts and end up
+    in the same state either way (tested on every bundled task that types), ``"keys"`` on anything else.
+    Both modes click the field, replace its content and press a real Enter when the action asks for it;
+    :attr:`typing_mode` is the mode in use.
 
     ## Version History
     * v0: initial version.
@@ -162,6 +174,7 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         repeating_action_threshold: int | None = 3,
         max_steps: int | None = None,
         action_timeout_s: float = DEFAULT_ACTION_TIMEOUT_S,
+        typing: str = "auto",
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not one of {self.metadata['render_modes']}")
@@ -178,6 +191,8 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
                 or not math.isfinite(action_timeout_s) or action_timeout_s <= 0:
             raise ValueError(f"action_timeout_s must be a positive finite number of seconds, got "
                              f"{action_timeout_s!r}")
+        if not isinstance(typing, str) or typing not in TYPING_OPTIONS:
+            raise ValueError(f"typing must be one of {list(TYPING_OPTIONS)}, got {_shown(typing)}")
         self.action_timeout_s = float(action_timeout_s)
         self.render_mode = render_mode
         self.eval_rules = eval_rules
@@ -198,6 +213,8 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         else:
             task_list = _load(task_file)
         self.tasks = _select(task_list, tasks, split)
+        self.typing_mode = ("fill" if self.world is not None else "keys") if typing == "auto" else typing
+        """How ``type`` enters text in this env (``typing`` with ``"auto"`` resolved)."""
         self._task_index = {t.task_id: t for t in self.tasks}
         self._extra_origins = tuple(allowed_origins)
         self.sites = _site_urls(sites, world_sites)
@@ -348,7 +365,7 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
             raise gym.error.ResetNeeded("the episode is over or was never started: call reset() before "
                                         "step()")
         try:
-            self._session.check_alive()
+            self._session.check_alive(probe=False)  # a browser that died unnoticed fails the first call
         except BrowserError:
             self._active = False
             raise
@@ -377,7 +394,8 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
             if isinstance(parsed, GotoAction):
                 parsed = GotoAction(self.display.unshow(parsed.url))
             try:
-                execute_action(parsed, self._session, self._id_map, timeout_s=self.action_timeout_s)
+                execute_action(parsed, self._session, self._id_map, timeout_s=self.action_timeout_s,
+                               typing=self.typing_mode)
             except ActionError as exc:
                 error = str(exc)
             except BrowserError:
@@ -477,10 +495,13 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
             try:
                 page = session.page
                 tab = session.tab(page)
-                tree = fetch_axtree(tab.cdp, self._ids, tab_key=tab.key, document_key=tab.document,
-                                    max_chars=self.max_axtree_chars, viewport=viewport)
                 pages = session.pages
-                tabs = format_tabs(page_titles(pages), pages.index(page) if page in pages else -1)
+                calls = [("Accessibility.getFullAXTree", {}), *([SNAPSHOT_CALL] if viewport else [])]
+                replies, titles = cdp_send_with_titles(tab.cdp, calls, pages)  # one round trip for all
+                visible = visible_in_snapshot(replies[1], viewport) if viewport else None
+                tree = format_axtree(replies[0]["nodes"], self._ids, tab_key=tab.key, visible=visible,
+                                     document_key=tab.document, max_chars=self.max_axtree_chars)
+                tabs = format_tabs(titles, pages.index(page) if page in pages else -1)
                 url = page.url
                 break
             except PlaywrightError as exc:

@@ -38,12 +38,14 @@ __all__ = [
     "AXTree",
     "ElementIds",
     "PrintableText",
+    "SNAPSHOT_CALL",
     "fetch_axtree",
     "format_axtree",
     "format_tabs",
     "printable_charset",
     "to_printable",
     "truncate",
+    "visible_in_snapshot",
 ]
 
 IGNORED_PROPERTIES = frozenset(
@@ -221,11 +223,20 @@ def _bounded(lines: list[str], line_ids: list[int], id_map: dict[int, int], max_
     return AXTree(text, {k: v for k, v in id_map.items() if k in shown}, truncated=True)
 
 
+SNAPSHOT_CALL: tuple[str, dict[str, Any]] = ("DOMSnapshot.captureSnapshot", {"computedStyles": []})
+"""The CDP call (method, params) whose reply :func:`visible_in_snapshot` reads."""
+
+
 def visible_backend_ids(cdp: CDPSession, viewport: tuple[int, int]) -> set[int]:
     """backendDOMNodeIds of the main document whose layout box overlaps the viewport (one snapshot call)."""
     from webarena_gym.browser import cdp_send
 
-    snapshot = cdp_send(cdp, "DOMSnapshot.captureSnapshot", {"computedStyles": []})
+    return visible_in_snapshot(cdp_send(cdp, *SNAPSHOT_CALL), viewport)
+
+
+def visible_in_snapshot(snapshot: Mapping[str, Any], viewport: tuple[int, int]) -> set[int]:
+    """backendDOMNodeIds of the main document whose layout box overlaps the viewport, from the reply of
+    :data:`SNAPSHOT_CALL`."""
     document = snapshot["documents"][0]
     backend_ids = document["nodes"]["backendNodeId"]
     layout = document["layout"]

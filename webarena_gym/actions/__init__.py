@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from webarena_gym.actions.execute import (
     DEFAULT_ACTION_TIMEOUT_S,
+    TYPING_MODES,
     ActionError,
     ActionTimeoutError,
     execute_action,
@@ -52,6 +53,7 @@ __all__ = [
     "PressAction",
     "ScrollAction",
     "StopAction",
+    "TYPING_MODES",
     "TabFocusAction",
     "TypeAction",
     "execute_action",

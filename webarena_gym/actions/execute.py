@@ -11,7 +11,16 @@ tab.
 Every action has a time budget (``timeout_s``, checked between typed chunks and pressed keys, and passed to
 Playwright as the ``timeout=`` of navigations and waits): an action that runs past it is cut off there, the
 current tab's loading is stopped, and :class:`ActionTimeoutError` says so; the page stays as far as the action
-got. Typing stays key by key, as in WebArena.
+got.
+
+``type`` has two typing modes (:data:`TYPING_MODES`): ``"keys"`` types key by key, as WebArena does (a
+keydown/keypress/input/keyup per character: what pages that listen to key events, such as search boxes with
+suggestions, need), checked against the budget every few keys; ``"fill"`` enters the whole text at once the
+way Playwright's ``fill`` does (the field's content selected, then one ``Input.insertText``, which fires
+``beforeinput``/``input`` as a paste would), one round trip whatever the length. Both click the field,
+select its content and delete it with Backspace first (so the new text lands in new DOM text nodes in both
+modes, and the next observation's element ids agree), and both press a real Enter key when asked (so a
+form's implicit submission and Enter key handlers run in both; a newline in the text is an Enter too).
 
 Agent mistakes raise :class:`ActionError` (the env turns it into ``last_action_error``); a dead browser raises
 :class:`~webarena_gym.errors.BrowserError` (checked after every failure, so a dead browser is never
@@ -22,6 +31,7 @@ as a call argument, never as code.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -49,15 +59,23 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from webarena_gym.browser import BrowserSession
 
-__all__ = ["DEFAULT_ACTION_TIMEOUT_S", "ActionError", "ActionTimeoutError", "Deadline", "execute_action"]
+__all__ = ["DEFAULT_ACTION_TIMEOUT_S", "TYPING_MODES", "ActionError", "ActionTimeoutError", "Deadline",
+           "check_typing", "execute_action"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_ACTION_TIMEOUT_S = 30.0
 """The time budget of one action unless the env is given another."""
+TYPING_MODES = ("keys", "fill")
+"""How ``type`` enters its text: ``"keys"`` key by key (WebArena), ``"fill"`` all at once (Playwright's
+``fill``)."""
 _TYPE_CHUNK = 8
 """Characters typed between two deadline checks (about 30 ms of typing)."""
 _LABEL_CHARS = 200
+_KEYED_NAMES = {"\n": "Enter", "\r": "Enter"}
+"""Characters that Playwright's ``keyboard.type`` presses as keys (its layout's aliases of Enter; a tab is
+inserted as text): ``"fill"`` presses them too, so both modes leave the same page."""
+_KEYED_CHARS = re.compile("([\n\r])")
 
 
 class ActionError(Exception):
@@ -94,6 +112,13 @@ class Deadline:
         """Raise :meth:`error` when the budget is spent."""
         if self.expired():
             raise self.error(action)
+
+
+def check_typing(typing: object) -> str:
+    """``typing`` if it is one of :data:`TYPING_MODES`, else :class:`ValueError` naming the value."""
+    if not isinstance(typing, str) or typing not in TYPING_MODES:
+        raise ValueError(f"typing must be one of {list(TYPING_MODES)}, got {typing!r}")
+    return typing
 
 
 def _label(action: Action) -> str:
@@ -177,8 +202,9 @@ _SCROLL = """(direction) => {
 
 
 def execute_action(action: Action, session: BrowserSession, id_map: Mapping[int, int], *,
-                   timeout_s: float = DEFAULT_ACTION_TIMEOUT_S) -> None:
-    """Run ``action`` on the session's current tab; ``id_map`` maps the last observation's ids to DOM nodes.
+                   timeout_s: float = DEFAULT_ACTION_TIMEOUT_S, typing: str = "keys") -> None:
+    """Run ``action`` on the session's current tab; ``id_map`` maps the last observation's ids to DOM nodes;
+    ``typing`` is how ``type`` enters text (one of :data:`TYPING_MODES`).
 
     Raises :class:`ActionError` for agent mistakes (:class:`ActionTimeoutError` when the action ran past
     ``timeout_s`` seconds and was cut off) and :class:`BrowserError` when the browser is gone. ``stop`` is the
@@ -189,14 +215,15 @@ def execute_action(action: Action, session: BrowserSession, id_map: Mapping[int,
 
     if isinstance(action, StopAction):
         raise ValueError("stop ends the episode; the env handles it, not the executor")
+    check_typing(typing)
     deadline = Deadline(timeout_s)
-    session.check_alive()
+    session.check_alive(probe=False)  # a browser that died unnoticed fails the action (probed then)
     before = {id(p) for p in session.pages}
     opener = session.tab(session.page)
     window_opens = opener.window_opens
     session.take_blocked()
     try:
-        _dispatch(action, session, id_map, deadline)
+        _dispatch(action, session, id_map, deadline, typing)
         _settle(session, session.page, deadline, action)
         if opener.window_opens > window_opens:
             _follow_new_tab(session, before, opener.page, deadline, action)
@@ -247,7 +274,8 @@ def _short(exc: Exception) -> str:
     return text[0][:300] if text else type(exc).__name__
 
 
-def _dispatch(action: Action, session: BrowserSession, id_map: Mapping[int, int], deadline: Deadline) -> None:
+def _dispatch(action: Action, session: BrowserSession, id_map: Mapping[int, int], deadline: Deadline,
+              typing: str) -> None:
     page = session.page
     if isinstance(action, ClickAction):
         _click(session, page, _backend_id(action.element_id, id_map, action))
@@ -260,7 +288,7 @@ def _dispatch(action: Action, session: BrowserSession, id_map: Mapping[int, int]
                               "over")
         page.mouse.move(*point)
     elif isinstance(action, TypeAction):
-        _type(session, page, action, _backend_id(action.element_id, id_map, action), deadline)
+        _type(session, page, action, _backend_id(action.element_id, id_map, action), deadline, typing)
     elif isinstance(action, PressAction):
         keys = action.key_comb
         if "Meta" in keys and "Mac" not in page.evaluate("navigator.platform"):
@@ -362,7 +390,7 @@ def _click(session: BrowserSession, page: Page, backend_id: int) -> None:
 
 
 def _type(session: BrowserSession, page: Page, action: TypeAction, backend_id: int,
-          deadline: Deadline) -> None:
+          deadline: Deadline, typing: str) -> None:
     cdp = session.tab(page).cdp
     object_id, _ = _live_object(cdp, backend_id)
     info = _call(cdp, object_id, _EDITABLE_KIND) or {}
@@ -383,10 +411,18 @@ def _type(session: BrowserSession, page: Page, action: TypeAction, backend_id: i
         page.mouse.click(*point)
     _call(cdp, object_id, _FOCUS)
     page.keyboard.press("Control+A")
-    page.keyboard.press("Backspace")
-    for start in range(0, len(action.text), _TYPE_CHUNK):  # key by key, as WebArena; checked per chunk
-        deadline.check(action)
-        page.keyboard.type(action.text[start:start + _TYPE_CHUNK])
+    page.keyboard.press("Backspace")  # in both modes: the text then goes into fresh text nodes (same ids)
+    if typing == "fill":  # as Playwright's fill: one insertion of the text
+        for piece in _KEYED_CHARS.split(action.text):  # a newline is an Enter key, as in "keys" mode
+            deadline.check(action)
+            if piece in _KEYED_NAMES:
+                page.keyboard.press(_KEYED_NAMES[piece])
+            elif piece:
+                page.keyboard.insert_text(piece)
+    else:
+        for start in range(0, len(action.text), _TYPE_CHUNK):  # key by key, as WebArena; checked per chunk
+            deadline.check(action)
+            page.keyboard.type(action.text[start:start + _TYPE_CHUNK])
     if action.press_enter:
         deadline.check(action)
         page.keyboard.press("Enter")
