@@ -1,7 +1,9 @@
 """Whole ``esopt train`` runs with two Ray workers on the embedded sites (``WebArenaLite-v0``, bundled tasks
 chosen by template): a run completes and logs its bytes per generation; the embedded 135M model exchanges as
 many bytes per generation as the tiny one (what crosses Ray does not scale with model size); a worker
-SIGKILLed mid-generation loses no evaluation and the run ends on the same weights as an uninterrupted one.
+SIGKILLed mid-generation loses no evaluation and the run ends on the same weights as an uninterrupted one;
+each worker runs one torch thread, its own Chromium and its own embedded sites (ports); one worker (in
+process) gives the same per-row rewards and final weights as two.
 
 Sizes are kept minimal (population 4, one task per generation, one action per episode); nothing here asserts
 on time, so a slow, loaded machine only makes the tests slower. The measured numbers are printed (``-s``).
@@ -84,14 +86,64 @@ def ray_session() -> Iterator[None]:
         ray.shutdown()
 
 
+def _worker_processes(pid: int) -> dict[str, Any]:
+    """What a worker process runs: the Chromium processes among its descendants and the TCP ports its
+    process tree listens on (the embedded sites' server is a child of the worker's env)."""
+    import psutil
+
+    root = psutil.Process(pid)
+    tree = [root, *root.children(recursive=True)]
+    ports, chromium = set(), []
+    for proc in tree:
+        try:  # short-lived children (Chromium's helpers, shell wrappers) may be gone already
+            conns = proc.net_connections(kind="inet")
+            name = proc.name().lower()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        ports |= {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN}
+        if proc.pid != pid and "chrom" in name:
+            chromium.append(proc.pid)
+    return {"pid": pid, "chromium": chromium, "ports": ports}
+
+
+def _probing_logger(probes: dict[int, dict[str, Any]], generation: int) -> Callable[..., Any]:
+    """A ``trainer.make_logger`` that, when a worker starts its first rollout of ``generation`` (its browser
+    and sites were built in generation 1), records :func:`_worker_processes` of that worker's process."""
+    make_logger = trainer.make_logger
+
+    def make(cfg: Any, searcher: Any, console: Any = None) -> Any:
+        logger = make_logger(cfg, searcher, console)
+        started, on_started = logger.on_generation_start, logger.on_rollout_started
+        current = [0]
+
+        def on_generation_start(gen: int, rollouts_total: int) -> None:
+            current[0] = gen
+            started(gen, rollouts_total)
+
+        def on_rollout_started(worker_id: Any) -> None:
+            on_started(worker_id)
+            if current[0] == generation and worker_id not in probes:
+                pid = searcher.problem.worker_status()[worker_id]["pid"]
+                probes[worker_id] = _worker_processes(pid)
+
+        logger.on_generation_start, logger.on_rollout_started = on_generation_start, on_rollout_started
+        return logger
+
+    return make
+
+
 @pytest.fixture(scope="module")
 def tiny_run(ray_session: None, chromium_path: str,
              tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The uninterrupted tiny-model run (2 generations): test (a), and the reference of the kill drill."""
-    out = _esopt_train(tmp_path_factory.mktemp("ray") / "tiny", chromium_path)
+    """The uninterrupted tiny-model run (2 generations): test (a), and the reference of the kill drill and of
+    the one-worker run. ``probes``: each worker's processes, seen during generation 2."""
+    probes: dict[int, dict[str, Any]] = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(trainer, "make_logger", _probing_logger(probes, generation=2))
+        out = _esopt_train(tmp_path_factory.mktemp("ray") / "tiny", chromium_path)
     print(f"\ntiny run, 2 Ray workers, 2 generations: {out['seconds']:.1f} s wall, "
-          f"bytes per generation {out['bytes']}")
-    return out
+          f"bytes per generation {out['bytes']}, worker processes {probes}")
+    return {**out, "probes": probes}
 
 
 def test_two_worker_run_on_the_embedded_sites_completes_and_logs_bytes(tiny_run: dict[str, Any]) -> None:
@@ -109,6 +161,36 @@ def test_two_worker_run_on_the_embedded_sites_completes_and_logs_bytes(tiny_run:
         assert {w["checksum"] for w in m["workers"]} != {None}
     # bytes per generation: logged, and O(population) numbers, not weights (the tiny model alone is ~MBs)
     assert all(0 < b < 200_000 for b in tiny_run["bytes"])
+
+
+def test_each_worker_has_one_torch_thread_its_own_browser_and_its_own_sites(tiny_run: dict[str, Any]) -> None:
+    for m in tiny_run["run"].metrics():
+        assert [w["torch_threads"] for w in m["workers"]] == [1, 1]
+    probes = tiny_run["probes"]
+    assert sorted(probes) == [0, 1] and probes[0]["pid"] != probes[1]["pid"] != os.getpid()
+    for probe in probes.values():
+        assert probe["chromium"], probe  # a browser of its own, started by the worker process
+        assert len(probe["ports"]) >= 3, probe  # the shop, its admin panel and the forum
+    assert not probes[0]["ports"] & probes[1]["ports"]
+    assert not set(probes[0]["chromium"]) & set(probes[1]["chromium"])
+
+
+def test_one_worker_gives_the_same_rewards_and_weights_as_two(tiny_run: dict[str, Any], chromium_path: str,
+                                                              tmp_path: Path) -> None:
+    """``num_workers = 1`` evaluates in this process (the driver is the worker): the same rows, per-row
+    rewards, updates and final weights as the two-worker run."""
+    one = _esopt_train(tmp_path / "one", chromium_path, **{"workers.num_workers": 1})
+    run: RunDir = one["run"]
+    assert run.finished and run.manifest["resolved"]["num_workers"] == 1
+    assert [w["pid"] for w in run.metrics()[-1]["workers"]] == [os.getpid()]
+    reference: RunDir = tiny_run["run"]
+    assert reference.manifest["resolved"]["num_workers"] == 2
+    assert all(r["update"]["seeds"] for r in reference.records())  # the weights did move
+    assert [r["rewards"] for r in run.records()] == [r["rewards"] for r in reference.records()]
+    assert run.records() == reference.records()
+    assert one["checksum"] == tiny_run["checksum"]
+    print(f"\none worker (in process), 2 generations: {one['seconds']:.1f} s wall vs "
+          f"{tiny_run['seconds']:.1f} s with 2 Ray workers (startup included)")
 
 
 @pytest.mark.model
