@@ -21,6 +21,20 @@ CPU seconds of a single-threaded process equal its wall seconds on an idle core 
 processes' load (wall-based shares are in ``extra``). Goals (embedded model, P = 8): full < 5 %, lowrank
 < 1 %. ``extra`` also gives the policy steps per member at which the goal would be met (break-even).
 
+Method (real demo generations). The figure the issue's goal names: ES overhead share of a demo-config
+generation, with real rollouts. Two arms in one process, generation by generation interleaved: the demo
+config (``configs/demo.toml``, its dtype resolved as a run resolves it, one in-process worker, population 4,
+2 tasks per generation, at most 3 steps, prompt mutation and centre evaluations off) driven by the real
+``CoEvolutionES`` and ``AgentProblem``, whose worker replica is built with ``overlap=False`` (the old order:
+perturb, episodes, restore, update, all in the worker's thread) or ``overlap=True`` (the weight work on a
+background thread during the next row's first env reset, restores and updates deferred to it:
+:mod:`es_agent.perturb_pipeline`). Both arms get the same seeds, hence the same rows, task batches and env
+seeds; the benchmark checks that their weight checksums agree after every generation (same rewards, same
+updates). Share = (``seconds_perturb`` + ``seconds_update`` of the generation's status: what the generation
+waited for weight work, in the worker and the driver) / the wall time of ``searcher.step()``; the first
+generation (models, browsers and sites built) is warm-up. Quick mode: the tiny random Qwen, max_steps 1, 2
+measured generations (checks the code path, not the figure).
+
 Method (memory). In a child process (embedded model), after one perturbation (so the weights are written,
 as in a running worker), the peak RSS of ``apply_update`` with 8 seeds over the RSS
 before it, against the largest tensor (design: one chunk-sized buffer, independent of model size and number of
@@ -35,6 +49,7 @@ from typing import Any
 
 from benchmarks.common import (
     MB,
+    BenchmarkError,
     Figure,
     PhaseRSS,
     median,
@@ -256,10 +271,96 @@ def update_memory(model: str) -> dict[str, Any]:
     return out
 
 
+def demo_generations(quick: bool) -> dict[str, Any]:
+    """Per-generation timings of the demo config in process, old (``overlap=False``) vs new weight work,
+    interleaved generation by generation (see the module docstring)."""
+    from cotrain.checkpoint import initial_distribution, load_pools
+    from cotrain.config import load_config, resolve_settings, with_resolved
+    from cotrain.searcher import CoEvolutionES
+    from cotrain.trainer import resolve_tasks
+    from es_agent.problem import AgentProblem
+    from es_agent.worker import Replica
+
+    overrides = ["workers.num_workers=1", "prompts.mutation=false", "eval.every=0", "ui.mode=off"]
+    if quick:
+        overrides += ["agent.model=tiny:0", "env.max_steps=1"]
+    cfg = load_config("configs/demo.toml", overrides)
+    cfg = with_resolved(cfg, resolve_settings(cfg))
+    if cfg.workers.num_actors is not None:
+        raise BenchmarkError(f"expected an in-process worker, got num_actors={cfg.workers.num_actors}")
+    pools = load_pools(cfg.prompts.pools)
+    train_tasks = resolve_tasks(cfg).train
+    arms: dict[str, Any] = {}
+    for name, overlap in (("old", False), ("new", True)):
+        agent = cfg.agent.spec(prompt_pools=pools.to_dict(), snapshot=None)
+        problem = AgentProblem(agent, cfg.env.spec(), max_batch_tasks=cfg.env.tasks_per_generation,
+                               task_ids=list(train_tasks), num_actors=None, rows_per_piece=1,
+                               seed=cfg.es.seed)
+        problem._replica = Replica(agent, problem.env_spec, problem.pools, problem.log_end, overlap=overlap)
+        searcher = CoEvolutionES(problem, initial_distribution(cfg, pools), popsize=cfg.es.population,
+                                 train_tasks=train_tasks, tasks_per_generation=cfg.env.tasks_per_generation,
+                                 seed=cfg.es.seed, shaping=cfg.es.shaping)
+        arms[name] = {"problem": problem, "searcher": searcher, "gens": []}
+    out: dict[str, Any] = {"dtype": cfg.agent.dtype, "model": cfg.agent.model,
+                           "population": cfg.es.population, "tasks": cfg.env.tasks_per_generation,
+                           "max_steps": cfg.env.max_steps,
+                           "checksums_agree": True}
+    try:
+        for _ in range(1 + (2 if quick else 3)):
+            sums = []
+            for arm in arms.values():
+                started = time.perf_counter()
+                arm["searcher"].step()
+                wall = time.perf_counter() - started
+                status = arm["searcher"].status
+                arm["gens"].append({"wall": wall, **{k: float(status[k]) for k in (
+                    "seconds_rollout", "seconds_perturb", "seconds_update")}})
+                sums.append(arm["problem"].local_replica.checksum())
+            out["checksums_agree"] = out["checksums_agree"] and len(set(sums)) == 1
+    finally:
+        for arm in arms.values():
+            arm["problem"].close()
+    out["arms"] = {name: arm["gens"] for name, arm in arms.items()}
+    return out
+
+
+def demo_figures(data: dict[str, Any]) -> list[Figure]:
+    """The share figure (new, with the goal) and the old arm beside it, from :func:`demo_generations`."""
+    tag = (f"{data['model']} {data['dtype']}, P={data['population']}, {data['tasks']} tasks x <= "
+           f"{data['max_steps']} steps, in process")
+    shares, parts = {}, {}
+    for name, gens in data["arms"].items():
+        measured = gens[1:]
+        shares[name] = [(g["seconds_perturb"] + g["seconds_update"]) / g["wall"] for g in measured]
+        parts[name] = {k: rnd(sum(g[k] for g in measured) / len(measured), 3)
+                       for k in ("wall", "seconds_rollout", "seconds_perturb", "seconds_update")}
+    old, new = median(shares["old"]), median(shares["new"])
+    same = data["checksums_agree"]
+    walls = [n["wall"] / o["wall"] for n, o in zip(data["arms"]["new"][1:], data["arms"]["old"][1:],
+                                                    strict=True)]
+    new_fig = Figure(
+        f"ES overhead share of a demo-config generation, overlapped weight work [{tag}]",
+        rnd(100 * new, 3), "%", "< 5 %", new < 0.05 and same, spread([100 * x for x in shares["new"]], 3),
+        f"old order {100 * old:.1f} % in the same run; per generation "
+        f"{parts['new']['seconds_perturb']:.2f} s waited for weights + "
+        f"{parts['new']['seconds_update']:.2f} s update vs "
+        f"{parts['old']['seconds_perturb']:.2f} + {parts['old']['seconds_update']:.2f} s; "
+        f"generation wall new/old {median(walls):.3f}; weight "
+        f"checksums {'agree' if same else 'DIFFER'} after every generation",
+        extra={"seconds_per_generation": parts, "wall_new_over_old": rnd(median(walls), 3),
+               "checksums_agree": same, "generations_measured": len(shares["new"])})
+    old_fig = Figure(f"ES overhead share of a demo-config generation, old order [{tag}]", rnd(100 * old, 3),
+                     "%", None, None, spread([100 * x for x in shares["old"]], 3),
+                     "perturb, episodes, restore and update in the worker's thread (overlap=False)")
+    return [new_fig, old_fig]
+
+
 def main(quick: bool = False) -> list[dict[str, Any]]:
     """Run the benchmark and return the figures (also printed)."""
     started = time.perf_counter()
     figures: list[Figure] = []
+    with torch_threads(1):
+        figures += demo_figures(demo_generations(quick))
     plan = [("embedded", 1, 1)] if quick else [("embedded", 3, 2), ("qwen0.5b", 2, 1)]
     with torch_threads(1):
         for model_name, reps, update_reps in plan:
