@@ -24,8 +24,11 @@ Method.
 - Noise on the device: whether seeded noise drawn on CUDA equals the CPU's (it does not: Philox vs mt19937,
   see ``es_agent.noise``), and the cost of the K = 8 members' low-rank factors drawn on the GPU vs on the CPU
   and copied over (what device-independent noise would cost).
+- Forward level: K = 8 members each scoring T tokens in one batched forward vs K low-rank forwards (T = 32: a
+  scoring forward, weight-bandwidth-bound; T = 1024: a prefill, compute-bound), without prompt building.
 - CPU (no CUDA): the GPU figures are skipped with the reason; the full run measures the same lockstep vs
-  sequential low-rank throughput with the embedded SmolLM2-135M (fp32, one thread), the quick run runs the
+  sequential low-rank throughput with the embedded SmolLM2-135M (fp32, one thread, K = 4 members, one step
+  each: a step costs seconds here) and the T = 32 forward ratio at K = 8, the quick run runs the
   whole GPU code path on the tiny Qwen on CPU as a check that it does not rot (its numbers in ``extra``).
 
 On a GPU machine (one command, under 15 minutes on an H200; gymnasium is the only package it lacks): here,
@@ -203,7 +206,8 @@ def measure(name: str, model: Any, tok: Any, device: str, dtype: str, k: int, st
     arms = _arms(model, tok, device, k, steps)
     tag = f"{name} {dtype} on {device}, K={k}, {steps} steps"
     figures: list[Figure] = []
-    arms["batched"]()  # warm-up (kernels, allocator)
+    if cuda:
+        arms["batched"]()  # warm-up (kernels, allocator)
     if cuda:
         peaks: dict[str, int] = {}
         for kind in MEMORY_KINDS:
@@ -234,12 +238,60 @@ def measure(name: str, model: Any, tok: Any, device: str, dtype: str, k: int, st
     for kind in SPEED_KINDS:
         figures.append(Figure(f"{kind.replace('_', ' ')} candidates/s [{tag}]", rnd(median(rates[kind]), 3),
                               "candidates/s", spread=spread(rates[kind], 3)))
-    for base, goal in (("sequential_lowrank", True), ("sequential_full", False)):
+    for base, goal in (("sequential_lowrank", cuda), ("sequential_full", False)):  # the goal is a GPU one
         ratio = [b / s for b, s in zip(rates["batched"], rates[base], strict=True)]
         figures.append(Figure(
             f"batched population / {base.replace('_', ' ')} [{tag}]", rnd(median(ratio), 3), "x",
             f">= {BATCH_GOAL:g}" if goal else None, median(ratio) >= BATCH_GOAL if goal else None,
             spread(ratio, 3), "wall seconds, CUDA synchronised" if cuda else "CPU seconds, one thread"))
+    return figures
+
+
+def forward_figures(name: str, model: Any, device: str, dtype: str, k: int, lengths: list[int],
+                    reps: int) -> list[Figure]:
+    """Forward level: K members each scoring T tokens, in ONE batched forward (``perturbed_batch``) vs K
+    forwards under ``perturbed(..., mode="lowrank")``. T = 32 stands for a candidate-scoring forward after the
+    cached prompt (weight-bandwidth-bound: batching pays), T = 1024 for a prefill (compute-bound: it does
+    not)."""
+    import torch
+
+    from es_agent.perturb import perturbed, perturbed_batch
+
+    seeds = [700 + i for i in range(k)]
+    scales = [SIGMA * (-1) ** i for i in range(k)]
+    cuda = torch.device(device).type == "cuda"
+
+    def run(ids: torch.Tensor) -> None:
+        with torch.inference_mode():
+            model(input_ids=ids, logits_to_keep=1)
+        _sync(device)
+
+    def sequential(ids: torch.Tensor) -> None:
+        for seed, scale in zip(seeds, scales, strict=True):
+            with perturbed(model, seed, scale, mode="lowrank", rank=RANK):
+                run(ids)
+
+    def batched(ids: torch.Tensor) -> None:
+        with perturbed_batch(model, seeds, scales, rank=RANK):
+            run(ids.repeat(k, 1))
+
+    figures = []
+    for length in lengths:
+        ids = torch.randint(0, 1000, (1, length), device=device)
+        batched(ids)  # warm-up
+        ratios = []
+        for _ in range(reps):
+            times = []
+            for fn in (sequential, batched):
+                _sync(device)
+                started, cpu_started = time.perf_counter(), time.process_time()
+                fn(ids)
+                times.append(time.perf_counter() - started if cuda else time.process_time() - cpu_started)
+            ratios.append(times[0] / times[1])
+        tag = f"{name} {dtype} on {device}, K={k}"
+        figures.append(Figure(f"batched / sequential low-rank forward, T={length} [{tag}]",
+                              rnd(median(ratios), 3), "x", spread=spread(ratios, 3),
+                              note="forward level (no prompt building, no env): the batched path's ceiling"))
     return figures
 
 
@@ -298,6 +350,7 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
                 continue
             model, tok = random_qwen(QWEN25[name], device, torch.bfloat16)
             figures += measure(name, model, tok, device, "bfloat16", K, 2 if quick else 3, 1 if quick else 2)
+            figures += forward_figures(name, model, device, "bfloat16", K, [32, 1024], 1 if quick else 3)
             del model
             torch.cuda.empty_cache()
         for fig in figures:
@@ -308,13 +361,15 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
         with torch_threads(1):
             if quick:  # the GPU code path on the tiny Qwen, on CPU: it must not rot
                 model, tok = random_qwen(TINY, "cpu", torch.float32)
-                for f in measure("tiny Qwen", model, tok, "cpu", "float32", 4, 2, 1):
+                for f in measure("tiny Qwen", model, tok, "cpu", "float32", 4, 2, 1) + forward_figures(
+                        "tiny Qwen", model, "cpu", "float32", 4, [32], 1):
                     check[f.name] = f.value
             else:  # the lockstep path against sequential members with the embedded model
                 from es_agent.models import load_model
 
                 model, tok = load_model("embedded", dtype=torch.float32)
-                figures += measure("SmolLM2-135M", model, tok, "cpu", "float32", K, 2, 1)
+                figures += measure("SmolLM2-135M", model, tok, "cpu", "float32", 4, 1, 1)
+                figures += forward_figures("SmolLM2-135M", model, "cpu", "float32", K, [32], 2)
         extra = {"cpu_quick_check": check} if check else {}
         figures += [
             Figure("ES lowrank / inference GPU peak [Qwen2.5 bf16 on cuda]", None, "x",
