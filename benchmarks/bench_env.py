@@ -6,6 +6,13 @@ Figures (median over N runs, spread = p90 - p10):
   viewport-filtered variant on the catalog (goal: a tenth of the next figure, measured in the same run);
 - for comparison, WebArena's approach on the catalog: one ``getBoundingClientRect`` round trip per node;
 - env steps per second with a scripted policy (click, type, hover, scroll, go_back, press) on the small page;
+- env steps per second replaying the bundled reference solutions on the embedded sites (the first train tasks
+  whose solution types; only ``env.step`` timed, observation included) side by side in one env: typing
+  ``"fill"`` (the embedded default) vs ``"keys"`` (WebArena's key by key), and ``"fill"`` with the per-step
+  round trips as they were before they were cut (a CDP probe before every action, the history of every tab
+  read after it, one title call per tab, driver polls while a page loads; restored by patching the session
+  for those runs only), runs interleaved, rate per task, ratios per repetition; with the blocking driver
+  calls per step of each (a count, the same on a busy machine);
 - the embedded world: ``EmbeddedSites.reset()`` (pristine state) in ms, a full env ``reset`` on a bundled task
   (sites reset + fresh login + new browser context + start page + observation) in ms, and pages served per
   second by the embedded sites (GET of a fixed mix of shop, admin and forum pages over 2 client threads).
@@ -17,6 +24,7 @@ Pages are generated into a temporary folder and served by a local HTTP server on
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import http.server
 import json
@@ -274,12 +282,139 @@ def bench_embedded(runs: int, chromium: str | None) -> list[dict[str, Any]]:
     return figures
 
 
+@contextmanager
+def _round_trips_before_the_cuts() -> Iterator[None]:
+    """The session's per-step round trips as they were before they were cut: ``check_alive`` always probes
+    the browser, every tab's history is read after every action, the observation reads each tab's title in
+    a call of its own after the tree, and waiting for a page to load polls the driver (wait_for_timeout)."""
+    from webarena_gym import browser, env
+
+    def sequential(cdp: Any, calls: Any, pages: Any, *, timeout_ms: Any = None) -> Any:
+        replies = [browser.cdp_send(cdp, method, params, timeout_ms=timeout_ms) for method, params in calls]
+        return replies, browser.page_titles(pages)
+
+    check_alive = browser.BrowserSession.check_alive
+    saved = (check_alive, browser.BrowserSession._shows_allowed, env.cdp_send_with_titles, browser.pause)
+    browser.BrowserSession.check_alive = lambda self, probe=True: check_alive(self)  # type: ignore[method-assign]
+    browser.BrowserSession._shows_allowed = lambda self, page: False  # type: ignore[method-assign]
+    env.cdp_send_with_titles = sequential  # type: ignore[assignment]
+    browser.pause = lambda page, seconds: page.wait_for_timeout(seconds * 1000)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        browser.BrowserSession.check_alive, browser.BrowserSession._shows_allowed = saved[:2]  # type: ignore
+        env.cdp_send_with_titles, browser.pause = saved[2:]  # type: ignore[assignment]
+
+
+class _StepTimer:
+    """Times ``env.step`` of a wrapped env and counts its blocking calls into Playwright's driver (each sync
+    API call waits for one reply; calls sent together wait once; the session's local pauses while a page
+    loads are not calls, ``wait_for_timeout`` polls of before are), for as long as it is in use as a context
+    manager. Instrumentation only: passes everything through."""
+
+    def __init__(self, env: Any) -> None:
+        self.env, self.unwrapped = env, env.unwrapped
+        self.seconds: list[float] = []
+        self.waits: list[int] = []
+        self._count = 0
+
+    def __enter__(self) -> _StepTimer:
+        from playwright._impl._sync_base import SyncBase
+
+        original = self._original = SyncBase._sync
+
+        def counted(obj: Any, awaitable: Any) -> Any:
+            self._count += getattr(awaitable, "__name__", "") != "_local_pause"  # a pause is not a call
+            return original(obj, awaitable)
+
+        SyncBase._sync = counted  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from playwright._impl._sync_base import SyncBase
+
+        SyncBase._sync = self._original  # type: ignore[method-assign]
+
+    def reset(self, **kwargs: Any) -> Any:
+        return self.env.reset(**kwargs)
+
+    def step(self, action: str) -> Any:
+        start, count = time.perf_counter(), self._count
+        try:
+            return self.env.step(action)
+        finally:
+            self.seconds.append(time.perf_counter() - start)
+            self.waits.append(self._count - count)
+
+
+def bench_typing(n_tasks: int, reps: int, chromium: str | None) -> list[dict[str, Any]]:
+    """Env steps/s of scripted reference solutions on the embedded sites: fill vs keys, and fill vs fill with
+    the round trips of before the cuts (see the module docstring)."""
+    import gymnasium as gym
+
+    import webarena_gym
+    from webarena_gym.reference import run_reference
+
+    browser = {"executable_path": chromium} if chromium else None
+    env = gym.make(webarena_gym.ENV_ID, split="train", browser=browser)
+    variants: dict[str, tuple[str, bool]] = {"fill": ("fill", False), "keys": ("keys", False),
+                                             "fill, round trips of before": ("fill", True)}
+    rates: dict[str, list[float]] = {name: [] for name in variants}
+    waits: dict[str, list[int]] = {name: [] for name in variants}
+    try:
+        timer = _StepTimer(env)
+        typing = [t for t in env.unwrapped.tasks
+                  if any(s.get("action") == "type" for s in t.extras.get("reference_solution") or ())]
+        tasks = typing[:n_tasks]
+        run_reference(env, tasks[0])  # warm-up: starts the sites and the browser
+        for _ in range(reps):
+            for name, (mode, before) in variants.items():
+                env.unwrapped.typing_mode = mode
+                with _round_trips_before_the_cuts() if before else contextlib.nullcontext(), timer:
+                    for task in tasks:
+                        timer.seconds, timer.waits = [], []
+                        result = run_reference(timer, task)
+                        if result.reward < 1.0:
+                            raise RuntimeError(f"task {task.task_id} scored {result.reward} with {name}")
+                        rates[name].append(len(timer.seconds) / sum(timer.seconds))
+                        waits[name] += timer.waits
+    finally:
+        env.close()
+    before = "fill, round trips of before"
+    ratio = {name: [a / b for a, b in zip(rates["fill"], rates[name], strict=True)]
+             for name in ("keys", before)}
+
+    def figure(name: str, value: float, unit: str, goal: str | None, met: bool | None,
+               values: list[float]) -> dict[str, Any]:
+        return {"name": name, "value": round(value, 2), "unit": unit, "goal": goal, "met": met,
+                "spread": round(_percentile(values, 0.9) - _percentile(values, 0.1), 2)}
+
+    figures = [figure(f"env steps/s, reference solutions that type, embedded sites, typing {name}",
+                      statistics.median(values), "steps/s", None, None, values)
+               for name, values in rates.items()]
+    for name, counts in waits.items():  # load-robust: the same counts on a busy machine
+        figure_ = figure(f"blocking driver calls per env step (mean), typing {name}",
+                         statistics.fmean(counts), "calls", None, None, [float(c) for c in counts])
+        figure_["note"] = ("sequential waits on Playwright's driver per step; a typed chunk of 8 keys is one "
+                           "call here but 8 key presses in the driver")
+        figures.append(figure_)
+    keys_x, before_x = statistics.median(ratio["keys"]), statistics.median(ratio[before])
+    figures.append(figure("env steps/s ratio, typing fill / keys (same tasks, interleaved)", keys_x, "x",
+                          "> 1", keys_x > 1, ratio["keys"]))
+    figures.append(figure("env steps/s ratio, round trips cut / as before (fill, same tasks, interleaved)",
+                          before_x, "x", "> 1", before_x > 1, ratio[before]))
+    for f in figures:
+        f["tasks"], f["reps"] = [t.task_id for t in tasks], reps
+    return figures
+
+
 def main(quick: bool = False, chromium: str | None = None) -> list[dict[str, Any]]:
     """Run the benchmark and return the figures (also printed)."""
     runs, steps = (15, 28) if quick else (60, 140)
     with _local_site() as base:
         figures = bench_observation(base, runs, chromium, compare_webarena=True)
         figures += bench_steps(base, steps, chromium)
+    figures += bench_typing(3 if quick else 8, 1 if quick else 3, chromium)
     figures += bench_embedded(runs, chromium)
     print(f"bench_env (quick={quick})")
     for f in figures:

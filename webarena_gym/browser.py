@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "DEFAULT_CHROMIUM_ARGS", "BrowserConfig", "BrowserSession", "Tab", "cdp_send", "cdp_send_with_titles",
-    "find_chromium", "shared_playwright",
+    "find_chromium", "pause", "shared_playwright",
     "page_titles", "resolve_storage_state",
 ]
 
@@ -223,6 +223,21 @@ def cdp_send_with_titles(cdp: CDPSession, calls: Sequence[tuple[str, Mapping[str
         if isinstance(title, BaseException) and not isinstance(title, PlaywrightError):
             raise title
     return list(replies), [t if isinstance(t, str) else "" for t in titles]
+
+
+async def _local_pause(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+def pause(page: Page, seconds: float) -> None:
+    """Let Playwright deliver events for ``seconds`` without a call into its driver (``wait_for_timeout``
+    is a round trip through the driver, whose CPU a polling loop takes from a page that is loading); the
+    public ``wait_for_timeout`` where the impl-level API is missing."""
+    sync = getattr(page, "_sync", None)
+    if sync is None:
+        page.wait_for_timeout(seconds * 1000)
+        return
+    sync(_local_pause(seconds))
 
 
 def _quietly(fn: Any, *args: Any) -> None:
@@ -637,7 +652,7 @@ class BrowserSession:
             log.debug("settle barrier interrupted: %s", exc)
         deadline = time.monotonic() + limit_ms / 1000
         while tab.loading and time.monotonic() < deadline and not page.is_closed():
-            page.wait_for_timeout(10)
+            pause(page, 0.01)
 
     def wait_for_new_page(self, known: set[int], page: Page, *,
                           timeout_ms: float | None = None) -> Page | None:
@@ -651,7 +666,7 @@ class BrowserSession:
                 return fresh[-1]
             if time.monotonic() >= deadline or page.is_closed():
                 return None
-            page.wait_for_timeout(10)
+            pause(page, 0.01)
 
     def screenshot(self) -> bytes:
         """PNG of the current tab's viewport."""
