@@ -63,9 +63,10 @@ PREFILL_GOAL = 0.5
 QWEN_STEPS = 2
 """Steps of each recorded episode the Qwen model takes in a full run (it is about 4x slower per token)."""
 MODEL_NAMES = {"embedded": "SmolLM2-135M", "embedded-qwen": "Qwen2.5-Coder-0.5B"}
-OLD_POLICY: dict[str, Any] = {}
-"""PolicyConfig fields at their values before issue #10 (the old prompt rendering); only fields that exist in
-PolicyConfig are applied."""
+OLD_POLICY: dict[str, Any] = {"observation": "full", "prefix_cache": "system"}
+"""PolicyConfig fields at their values before issue #10 (the env's full axtree text, the KV cache of the
+system message only); only fields that exist in PolicyConfig are applied. The prompt pools (the observation
+template) are today's in both settings."""
 BATCH_GOAL = 3.0
 RANK = 4
 SIGMA = 1e-3
@@ -240,6 +241,7 @@ def agent_steps(episodes: list[list[dict[str, str]]], reps: int, source: str, sp
     wall: dict[str, list[float]] = {s.label: [] for s in settings}
     prompt: dict[str, list[int]] = {s.label: [] for s in settings}
     prefilled: dict[str, list[int]] = {s.label: [] for s in settings}
+    reported: dict[str, list[int]] = {s.label: [] for s in settings}  # the policy's own count, if any
     try:
         first = episodes[0][0]
         warm = {**first, "axtree": str(first.get("axtree", "")).split("\n", 1)[0]}  # one line: cheap
@@ -258,8 +260,10 @@ def agent_steps(episodes: list[list[dict[str, str]]], reps: int, source: str, sp
                         dw, dc, _ = timed(lambda obs=obs, policy=policy: policy.act(obs))
                         w, c, n = w + dw, c + dc, n + 1
                         if rep == 0:
-                            prompt[setting.label].append(int(policy.last_info[0]["prompt_tokens"]))
+                            info = policy.last_info[0]
+                            prompt[setting.label].append(int(info["prompt_tokens"]))
                             prefilled[setting.label].append(counter.tokens - before)
+                            reported[setting.label].append(int(info.get("prefilled_tokens", -1)))
                 cpu[setting.label].append(n / (w if cuda else c))
                 wall[setting.label].append(n / w)
     finally:
@@ -286,6 +290,8 @@ def agent_steps(episodes: list[list[dict[str, str]]], reps: int, source: str, sp
                    "prefilled_tokens_per_step": rnd(median(prefilled[label])),
                    "prompt_tokens_mean": rnd(sum(prompt[label]) / len(prompt[label])),
                    "prefilled_tokens_mean": rnd(sum(prefilled[label]) / len(prefilled[label])),
+                   "policy_prefilled_tokens_mean": (rnd(sum(reported[label]) / len(reported[label]))
+                                                    if min(reported[label]) >= 0 else None),
                    "steps_per_repetition": steps, "dtype": setting.dtype, "policy": setting.policy}))
     ratios = [a / b for a, b in zip(cpu["new"], cpu["old"], strict=True)]
     token_ratio = sum(prefilled["new"]) / max(1, sum(prefilled["old"]))
@@ -300,7 +306,9 @@ def agent_steps(episodes: list[list[dict[str, str]]], reps: int, source: str, sp
                f"<= {PREFILL_GOAL:g}", token_ratio <= PREFILL_GOAL,
                note="total prefilled tokens over the same recorded steps, new over old settings"
                + ("" if old.policy else "; the old rendering is today's rendering: no compact-observation or "
-                  "episode-cache fields in PolicyConfig yet")),
+                  "episode-cache fields in PolicyConfig yet")
+               + "; the policy's own count (extra.policy_prefilled_tokens_mean) leaves out the "
+               "system-message prefill of an episode's first step"),
     ]
     return figures
 
