@@ -1,6 +1,10 @@
-"""Reading the WebArena-style accessibility tree text of an observation, and fitting it into a token budget.
+"""Reading the WebArena-style accessibility tree text of an observation, compacting it for the prompt, and
+fitting it into a token budget.
 
-One node per line, tab-indented by depth: ``[<id>] <role> '<name>' <prop>: <value> ...``.
+One node per line, tab-indented by depth: ``[<id>] <role> '<name>' <prop>: <value> ...``; the name is written
+as Python's ``repr`` writes it (``"It's"`` when it holds a single quote). The compact rendering
+(:func:`compact_axtree`) also writes lines without an id (``<role> '<name>' ...``) for the nodes no candidate
+action targets; :func:`parse_axtree` reads both.
 """
 
 from __future__ import annotations
@@ -8,6 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from es_agent.errors import EsAgentError
 
 CLICKABLE_ROLES = frozenset({
     "link", "button", "checkbox", "radio", "menuitem", "menuitemcheckbox", "menuitemradio", "tab", "option",
@@ -19,8 +25,15 @@ TYPEABLE_ROLES = frozenset({"textbox", "searchbox", "combobox", "spinbutton", "t
 TEXT_ROLES = frozenset({"StaticText", "heading", "cell", "gridcell", "paragraph", "listitem", "status"})
 """Roles whose names can be answers (``stop [answer]`` candidates)."""
 
+_QUOTED_NAME = r"'(?P<sq>(?:[^'\\]|\\.)*)'|\"(?P<dq>(?:[^\"\\]|\\.)*)\""
 _LINE = re.compile(
-    r"^(?P<indent>[\t ]*)\[(?P<id>[^\]\s]+)\]\s+(?P<role>\S+)(?:\s+'(?P<name>.*)')?(?P<props>.*)$")
+    r"^(?P<indent>[\t ]*)\[(?P<id>[^\]\s]+)\]\s+(?P<role>\S+)"
+    r"(?:\s+(?:(?:" + _QUOTED_NAME + r")(?=\s|$)|'(?P<name>.*)'))?(?P<props>.*)$")
+_BARE_LINE = re.compile(
+    r"^(?P<indent>[\t ]*)(?P<role>[A-Za-z]\w*)\s+(?:" + _QUOTED_NAME + r")(?P<props>(?:\s.*)?)$")
+"""A compact-rendering line without an id: the role and a quoted name are required."""
+_TEXT_LINE = re.compile(r"^(?P<indent>[\t ]*)(?:" + _QUOTED_NAME + r")(?P<props>)$")
+"""A compact-rendering text line: only the quoted text (role ``StaticText``)."""
 _PROP = re.compile(r"([\w-]+):\s*(\S+)")
 
 
@@ -43,13 +56,13 @@ class AxNode:
 
     @property
     def clickable(self) -> bool:
-        """Whether ``click [id]`` makes sense on this node."""
-        return self.role in CLICKABLE_ROLES and (self.role != "img" or bool(self.name))
+        """Whether ``click [id]`` makes sense on this node (never for a line without an id)."""
+        return bool(self.id) and self.role in CLICKABLE_ROLES and (self.role != "img" or bool(self.name))
 
     @property
     def typeable(self) -> bool:
-        """Whether ``type [id] [text]`` makes sense on this node."""
-        return self.role in TYPEABLE_ROLES and self.props.get("disabled") != "True"
+        """Whether ``type [id] [text]`` makes sense on this node (never for a line without an id)."""
+        return bool(self.id) and self.role in TYPEABLE_ROLES and self.props.get("disabled") != "True"
 
     @property
     def focused(self) -> bool:
@@ -58,18 +71,107 @@ class AxNode:
 
 
 def parse_axtree(text: str) -> list[AxNode]:
-    """Parse the axtree text into nodes (lines that are not nodes are skipped)."""
+    """Parse the axtree text into nodes (lines that are not nodes are skipped; a compact line without an id
+    gets ``id=""``). Names are the text between the quotes, as written."""
     nodes: list[AxNode] = []
     for i, line in enumerate(text.splitlines()):
-        match = _LINE.match(line)
-        if match is None:
-            continue
-        indent = match["indent"]
-        nodes.append(AxNode(
-            line=i, id=match["id"], role=match["role"], name=(match["name"] or "").strip(),
-            depth=indent.count("\t") + indent.count(" ") // 2,
-            props=dict(_PROP.findall(match["props"] or ""))))
+        node = _parse_line(i, line)
+        if node is not None:
+            nodes.append(node)
     return nodes
+
+
+def _parse_line(i: int, line: str) -> AxNode | None:
+    match = _LINE.match(line)
+    if match is None:
+        match = _BARE_LINE.match(line) or _TEXT_LINE.match(line)
+        if match is None or line.lstrip().startswith("["):
+            return None
+    groups = match.groupdict()
+    name = next((groups[g] for g in ("sq", "dq", "name") if groups.get(g) is not None), "")
+    indent = match["indent"]
+    return AxNode(line=i, id=groups.get("id") or "", role=groups.get("role") or "StaticText",
+                  name=name.strip(),
+                  depth=indent.count("\t") + indent.count(" ") // 2,
+                  props=dict(_PROP.findall(match["props"] or "")))
+
+
+def _quoted_name(line: str, name: str) -> str:
+    """The name as the line writes it (quotes and escapes kept), else ``repr(name)``."""
+    match = _LINE.match(line) or _BARE_LINE.match(line) or _TEXT_LINE.match(line)
+    if match is not None:
+        for group in ("sq", "dq", "name"):
+            if match.groupdict().get(group) is not None:
+                return line[match.start(group) - 1:match.end(group) + 1]
+    return repr(name)
+
+
+class AxTreeError(EsAgentError, ValueError):
+    """An accessibility tree text that cannot be read as one (names the offending text)."""
+
+
+NON_DECIDING_PROPS = frozenset({
+    "hasPopup", "autocomplete", "live", "atomic", "relevant", "valuemin", "valuemax", "roledescription",
+    "keyshortcuts", "orientation", "multiselectable", "modal", "busy", "describedby", "controls", "owns",
+})
+"""Properties the compact rendering leaves out (they never decide an action); ``False`` values of boolean
+states (``selected: False``, ``pressed: false``, ``required: False``, ...) are left out too: a state that is
+not written is false."""
+DROPPED_ROLES = frozenset({"ListMarker", "LineBreak", "none", "presentation"})
+"""Roles the compact rendering always leaves out (list bullets and numbers, line breaks)."""
+
+
+def compact_axtree(text: str) -> str:
+    """The compact rendering of an axtree text for the prompt: what the agent acts on, in fewer tokens.
+
+    Keeps every node a candidate action can target with its id, role, name and deciding states (links,
+    buttons, textboxes...: :attr:`AxNode.clickable`, :attr:`AxNode.typeable`), and every named text node
+    (``StaticText``, headings, cells...: the answers) with its role and name but without its id (a
+``StaticText`` is its quoted text alone). Leaves out:
+    list markers, nameless nodes without states that nothing targets (``form ''``, ``main ''``, ``row ''``:
+    their children move up a level), a ``StaticText`` that repeats its parent's name, and the properties of
+    :data:`NON_DECIDING_PROPS` and false states. Lines that are not node lines (truncation markers) are
+    kept as they are, in place. The candidate actions of the result are those of ``text``
+    (:func:`es_agent.actions_space.build_candidates`).
+
+    An empty (or blank) text gives ``""``; a non-blank text with no node line at all raises
+    :class:`AxTreeError` (render it with ``PolicyConfig(observation="full")`` to pass it on as is).
+    """
+    if not text.strip():
+        return ""
+    out: list[str] = []
+    stack: list[tuple[int, int, str]] = []  # (original depth, rendered depth, name) of the open ancestors
+    nodes = 0
+    for i, line in enumerate(text.splitlines()):
+        node = _parse_line(i, line)
+        if node is None:
+            out.append(line)
+            continue
+        nodes += 1
+        while stack and stack[-1][0] >= node.depth:
+            stack.pop()
+        parent_depth, parent_name = (stack[-1][1], stack[-1][2]) if stack else (-1, None)
+        props = {k: v for k, v in node.props.items()
+                 if k not in NON_DECIDING_PROPS and v.lower() != "false"}
+        actionable = node.clickable or node.typeable
+        drop = not actionable and (
+            node.role in DROPPED_ROLES or (not node.name and not props)
+            or (node.role == "StaticText" and parent_name is not None and node.name == parent_name))
+        if drop:
+            stack.append((node.depth, parent_depth, parent_name or ""))
+            continue
+        depth = parent_depth + 1
+        stack.append((node.depth, depth, node.name))
+        tail = "".join(f" {k}: {v}" for k, v in props.items())
+        if actionable:
+            head = f"[{node.id}] {node.role} "
+        else:
+            head = "" if node.role == "StaticText" and not tail else f"{node.role} "
+        out.append("\t" * depth + f"{head}{_quoted_name(line, node.name)}{tail}")
+    if nodes == 0:
+        raise AxTreeError(f"the accessibility tree has no node line ('[id] role 'name' ...'); it starts "
+                          f"{text[:120]!r} (use PolicyConfig(observation='full') to show such text as is)")
+    return "\n".join(out)
 
 
 def truncate_axtree(

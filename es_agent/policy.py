@@ -10,9 +10,17 @@ Decoding is greedy, so fitness depends on the parameters and not on sampling luc
 * ``free``: bounded greedy generation and extraction of one action; a reply with no action is passed on as is
   (the env reports it in ``last_action_error``) and counted in ``stats["parse_failures"]``.
 
-The KV cache of the genome's system message (identical across the steps of an episode and across envs) is
-computed once and reused until :meth:`LLMPolicy.reset` (weights may change between episodes). Call under any
-``torch.set_num_threads`` you like: one thread per worker is fastest for small models on small CPUs.
+Prompts. The accessibility tree is shown in its compact rendering (:func:`es_agent.axtree.compact_axtree`;
+``observation="full"`` shows the env's text as is), after truncation to the token budget as the full text
+(so the page content and the candidate actions are those of the full rendering, in fewer tokens).
+
+Caching. With ``prefix_cache="lcp"`` (default) each slot keeps the KV cache of its last prompt and a step
+prefills only what follows the longest common token prefix with it (:mod:`es_agent.prefix_cache`); the pools'
+observation template puts what is constant in an episode (the objective, then the history) before the page,
+so that is everything but the new history line and the page. ``"system"`` caches the genome's system message
+only (the behaviour before issue #10), ``"off"`` nothing. Caches are dropped by :meth:`LLMPolicy.reset` and
+whenever the weights change (a fingerprint checked on every lookup). Call under any ``torch.set_num_threads``
+you like: one thread per worker is fastest for small models on small CPUs.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from typing import Any, Literal
 import torch
 
 from es_agent.actions_space import CandidateConfig, build_candidates, extract_action
-from es_agent.axtree import truncate_axtree
+from es_agent.axtree import compact_axtree, truncate_axtree
 from es_agent.decoding import (
     GreedyChooser,
     PrefixKV,
@@ -36,6 +44,7 @@ from es_agent.decoding import (
     prefill,
     score_candidates,
 )
+from es_agent.prefix_cache import PromptKVCache, weights_fingerprint
 from es_agent.prompts import (
     HistoryEntry,
     PromptGenome,
@@ -67,8 +76,15 @@ class PolicyConfig:
     """Previous actions shown in the prompt (the last k)."""
     candidates: CandidateConfig = field(default_factory=CandidateConfig)
     """Which candidate actions constrained decoding offers."""
-    prefix_cache: bool = True
-    """Reuse the KV cache of the system message across steps and envs (until :meth:`LLMPolicy.reset`)."""
+    observation: Literal["compact", "full"] = "compact"
+    """How the prompt shows the accessibility tree: ``compact`` (:func:`es_agent.axtree.compact_axtree`:
+    actionable nodes with their ids, text nodes without ids, no wrappers, list markers or non-deciding
+    properties; about 0.7x the tokens of the same lines, same candidate actions) or ``full`` (the env's
+    text as is, the behaviour before issue #10). Either way it is first truncated as the full text."""
+    prefix_cache: Literal["lcp", "system", "off"] | bool = "lcp"
+    """KV-cache reuse: ``lcp`` (each slot's last prompt, reused through the longest common token prefix),
+    ``system`` (the genome's system message only, the behaviour before issue #10) or ``off``; ``True``
+    means ``lcp`` and ``False`` ``off``. Dropped on :meth:`LLMPolicy.reset` and when the weights change."""
     chat_template_kwargs: Mapping[str, Any] = field(default_factory=lambda: {"enable_thinking": False})
     """Extra variables for the tokenizer's chat template (Qwen3's ``enable_thinking``; ignored by others)."""
 
@@ -80,14 +96,32 @@ class PolicyConfig:
                 f"constrained_method must be 'score' or 'greedy', got {self.constrained_method!r}")
         if self.max_new_tokens < 1 or self.max_prompt_tokens < 64:
             raise ValueError("max_new_tokens >= 1 and max_prompt_tokens >= 64 are required")
+        if self.observation not in ("compact", "full"):
+            raise ValueError(f"observation must be 'compact' or 'full', got {self.observation!r}")
+        if self.prefix_cache not in ("lcp", "system", "off", True, False):
+            raise ValueError(
+                f"prefix_cache must be 'lcp', 'system', 'off' (or a bool), got {self.prefix_cache!r}")
+
+    @property
+    def cache_mode(self) -> Literal["lcp", "system", "off"]:
+        """``prefix_cache`` with the booleans resolved."""
+        if self.prefix_cache is True:
+            return "lcp"
+        if self.prefix_cache is False:
+            return "off"
+        return self.prefix_cache
 
 
 @dataclass
 class _Prompt:
     ids: list[int]
+    """The prompt tokens."""
     text: str
+    """The prompt text."""
     axtree: str
+    """The accessibility tree as the prompt shows it (truncated, compact or full): candidates come from it."""
     omitted_lines: int
+    """Lines of the env's tree left out by truncation."""
 
 
 class LLMPolicy:
@@ -107,12 +141,15 @@ class LLMPolicy:
         self.last_info: dict[int, dict[str, Any]] = {}
         self._histories: dict[int, list[HistoryEntry]] = {}
         self._prefixes: dict[str, PrefixKV] = {}
+        self._kv = PromptKVCache(model)
+        self._prefix_fingerprint: Any = None
         self._end_ids = self._end_token_ids()
         self.reset_stats()
 
     # ------------------------------------------------------------------ public API
     def reset(self, slot: int | None = None) -> None:
-        """Start new episodes: clear the history of ``slot`` (all when ``None``) and the cached prefix KV."""
+        """Start new episodes: clear the history of ``slot`` (all when ``None``) and every cached KV (of all
+        slots: weights may change between episodes)."""
         if slot is None:
             self._histories.clear()
             self.last_info.clear()
@@ -120,11 +157,13 @@ class LLMPolicy:
             self._histories.pop(slot, None)
             self.last_info.pop(slot, None)
         self._prefixes.clear()
+        self._kv.clear()
 
     def reset_stats(self) -> None:
-        """Zero the counters in ``stats``."""
-        self.stats = {"acts": 0, "parse_failures": 0, "prompt_tokens": 0, "truncated_observations": 0,
-                      "candidates": 0, "generated_tokens": 0, "seconds": 0.0}
+        """Zero the counters in ``stats`` (``prefilled_tokens``: prompt tokens run through the model, the
+        rest came from the KV cache)."""
+        self.stats = {"acts": 0, "parse_failures": 0, "prompt_tokens": 0, "prefilled_tokens": 0,
+                      "truncated_observations": 0, "candidates": 0, "generated_tokens": 0, "seconds": 0.0}
 
     def act(self, obs: Mapping[str, Any]) -> str:
         """The next action for one observation (history slot 0)."""
@@ -140,8 +179,11 @@ class LLMPolicy:
                 history[-1] = HistoryEntry(history[-1].action, error)
         with torch.inference_mode():
             prompts = [self._build_prompt(obs, slot) for slot, obs in enumerate(observations)]
-            prefix = self._prefix_kv()
-            rows = [prefill(self.model, p.ids, prefix) for p in prompts]
+            rows, prefilled = [], []
+            for slot, p in enumerate(prompts):
+                row, cached = self._prefill(slot, p.ids)
+                rows.append(row)
+                prefilled.append(len(p.ids) - cached)
             if self.config.decoding == "free":
                 actions, infos = self._act_free(rows)
             else:
@@ -149,11 +191,12 @@ class LLMPolicy:
         elapsed = time.perf_counter() - started
         for slot, (action, info, prompt) in enumerate(zip(actions, infos, prompts, strict=True)):
             self._histories[slot].append(HistoryEntry(action))
-            info.update(prompt_tokens=len(prompt.ids), omitted_axtree_lines=prompt.omitted_lines,
-                        seconds=elapsed / len(observations))
+            info.update(prompt_tokens=len(prompt.ids), prefilled_tokens=prefilled[slot],
+                        omitted_axtree_lines=prompt.omitted_lines, seconds=elapsed / len(observations))
             self.last_info[slot] = info
             self.stats["acts"] += 1
             self.stats["prompt_tokens"] += len(prompt.ids)
+            self.stats["prefilled_tokens"] += prefilled[slot]
             self.stats["truncated_observations"] += prompt.omitted_lines > 0
             self.stats["parse_failures"] += bool(info.get("parse_failed"))
             self.stats["candidates"] += info.get("candidates", 0)
@@ -201,8 +244,10 @@ class LLMPolicy:
             axtree, omitted = truncate_axtree(
                 raw_axtree, budget, self._count_tokens, goal=str(obs.get("goal", "")),
                 head_lines=self.config.axtree_head_lines)
+            if self.config.observation == "compact":
+                axtree = compact_axtree(axtree)
             text = full_text(axtree)
-            if self.config.prefix_cache and text.startswith(prefix):
+            if self.config.cache_mode == "system" and text.startswith(prefix):
                 ids = self._encode(prefix) + self._encode(text[len(prefix):])
             else:
                 ids = self._encode(text)
@@ -215,10 +260,28 @@ class LLMPolicy:
     def _count_tokens(self, lines: Sequence[str]) -> list[int]:
         return [len(ids) for ids in self.tokenizer(list(lines), add_special_tokens=False)["input_ids"]]
 
+    def _prefill(self, slot: int, ids: list[int]) -> tuple[RowState, int]:
+        """Prefill ``ids`` for ``slot`` with the configured cache; returns the row and the tokens reused."""
+        mode = self.config.cache_mode
+        if mode == "lcp":
+            prefix = self._kv.lookup(slot, ids)
+            row = prefill(self.model, ids, prefix)
+            self._kv.store(slot, ids, row)
+            return row, 0 if prefix is None else len(prefix.ids)
+        prefix = self._prefix_kv() if mode == "system" else None
+        if prefix is None or len(ids) <= len(prefix.ids) or tuple(ids[:len(prefix.ids)]) != prefix.ids:
+            return prefill(self.model, ids), 0
+        return prefill(self.model, ids, prefix), len(prefix.ids)
+
     def _prefix_kv(self) -> PrefixKV | None:
-        if not self.config.prefix_cache:
+        """The system message's KV (``prefix_cache="system"``), recomputed when the weights changed."""
+        if self.config.cache_mode != "system":
             return None
         key = self.genome.system_text()
+        fingerprint = weights_fingerprint(self.model)
+        if fingerprint != self._prefix_fingerprint:
+            self._prefixes.clear()
+            self._prefix_fingerprint = fingerprint
         if key not in self._prefixes:
             ids = self._encode(self._system_prefix())
             if not ids:

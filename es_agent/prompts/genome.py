@@ -67,6 +67,9 @@ class PromptPools:
     """Baseline name -> {slot: variant id}, e.g. ``no_skill``."""
     source: str = "<dict>"
     """Where the pools were read from (for error messages)."""
+    templates: Mapping[str, str] = field(default_factory=dict)
+    """Other named observation templates (``observation_templates`` in the file), e.g. ``webarena``: the
+    WebArena order with the objective last; :meth:`with_observation_template` makes one the template."""
 
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None) -> PromptPools:
@@ -104,12 +107,22 @@ class PromptPools:
         if not template or unknown:
             raise PromptPoolError(f"{source}: observation_template must be non-empty and use only "
                                   f"{list(OBSERVATION_FIELDS)} (unknown: {unknown})")
+        templates = {}
+        for name, raw in dict(data.get("observation_templates") or {}).items():
+            where = f"{source}: observation_templates[{name!r}]"
+            text = _join(raw, where)
+            bad = sorted(set(_PLACEHOLDER.findall(text)) - set(OBSERVATION_FIELDS))
+            if not text or bad:
+                raise PromptPoolError(f"{where} must be non-empty and use only {list(OBSERVATION_FIELDS)} "
+                                      f"(unknown: {bad})")
+            templates[str(name)] = text
         pools = cls(slots=slots, observation_template=template, baselines={}, source=source)
         baselines = {}
         for name, choice in dict(data.get("baselines", {})).items():
             pools.genome(**dict(choice))  # validates slot names and variant ids
             baselines[str(name)] = dict(choice)
-        return cls(slots=slots, observation_template=template, baselines=baselines, source=source)
+        return cls(slots=slots, observation_template=template, baselines=baselines, source=source,
+                   templates=templates)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form, readable by :meth:`from_dict`."""
@@ -118,7 +131,16 @@ class PromptPools:
             "slots": {name: [v.to_dict() for v in variants] for name, variants in self.slots.items()},
             "observation_template": self.observation_template,
             "baselines": {name: dict(choice) for name, choice in self.baselines.items()},
+            **({"observation_templates": dict(self.templates)} if self.templates else {}),
         }
+
+    def with_observation_template(self, name: str) -> PromptPools:
+        """New pools whose observation template is the named one of :attr:`templates` (e.g. ``"webarena"``,
+        the template before issue #10)."""
+        if name not in self.templates:
+            raise PromptPoolError(f"{self.source}: no observation template {name!r} "
+                                  f"(known: {sorted(self.templates)})")
+        return PromptPools(self.slots, self.templates[name], self.baselines, self.source, self.templates)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the pools as JSON."""
@@ -186,12 +208,12 @@ class PromptPools:
         removed = variants[index].id
         pools = self._replace_slot(slot, variants[:index] + variants[index + 1:])
         kept = {n: c for n, c in self.baselines.items() if c.get(slot) != removed}
-        return PromptPools(pools.slots, self.observation_template, kept, self.source)
+        return PromptPools(pools.slots, self.observation_template, kept, self.source, self.templates)
 
     def _replace_slot(self, slot: str, variants: tuple[PromptVariant, ...]) -> PromptPools:
         slots = dict(self.slots)
         slots[slot] = variants
-        return PromptPools(slots, self.observation_template, self.baselines, self.source)
+        return PromptPools(slots, self.observation_template, self.baselines, self.source, self.templates)
 
     def _variants(self, slot: str) -> tuple[PromptVariant, ...]:
         if slot not in self.slots:

@@ -205,16 +205,20 @@ def test_act_batch_equals_individual_acts(tiny: tuple[Any, Any], pools: Any, mak
         assert single.render(obs) == batched.render(obs, slot=i)
 
 
-def test_prefix_cache_changes_nothing_but_speed(tiny: tuple[Any, Any], pools: Any, make_obs: Any) -> None:
+@pytest.mark.parametrize("mode", ["lcp", "system"])
+def test_prefix_cache_changes_nothing_but_speed(tiny: tuple[Any, Any], pools: Any, make_obs: Any,
+                                                mode: str) -> None:
     model, tok = tiny
     genome = pools.baseline("default")
-    cached = LLMPolicy(model, tok, genome, PolicyConfig(prefix_cache=True))
-    plain = LLMPolicy(model, tok, genome, PolicyConfig(prefix_cache=False))
+    cached = LLMPolicy(model, tok, genome, PolicyConfig(prefix_cache=mode))  # type: ignore[arg-type]
+    plain = LLMPolicy(model, tok, genome, PolicyConfig(prefix_cache="off"))
     for obs in (make_obs(), make_obs(FORUM_AXTREE, "Open the books forum")):
         assert cached.act(obs) == plain.act(obs)
-    assert len(cached._prefixes) == 1
+        assert cached.last_info[0]["score"] == pytest.approx(plain.last_info[0]["score"], abs=1e-4)
+    assert len(cached._prefixes if mode == "system" else cached._kv) == 1
+    assert cached.stats["prefilled_tokens"] < plain.stats["prefilled_tokens"] == plain.stats["prompt_tokens"]
     cached.reset()
-    assert not cached._prefixes  # weights may change between episodes
+    assert not cached._prefixes and not len(cached._kv)  # weights may change between episodes
 
 
 def test_history_and_errors_reach_the_prompt(tiny: tuple[Any, Any], pools: Any, make_obs: Any) -> None:
@@ -242,18 +246,28 @@ def test_free_mode_counts_parse_failures(tiny: tuple[Any, Any], pools: Any, make
     assert policy.stats["generated_tokens"] == info["generated_tokens"]
 
 
-def test_long_axtree_is_truncated_to_budget(tiny: tuple[Any, Any], pools: Any, make_obs: Any) -> None:
+@pytest.mark.parametrize("observation", ["full", "compact"])
+def test_long_axtree_is_truncated_to_budget(tiny: tuple[Any, Any], pools: Any, make_obs: Any,
+                                            observation: str) -> None:
+    """Truncated as the full text, then (compact) rendered in fewer tokens: the same lines and candidates."""
     model, tok = tiny
     lines = [f"\t[{i}] StaticText 'row {i} of a very long product table'" for i in range(100, 600)]
     lines[250] = "\t[350] textbox 'Email' focused: True"
     obs = make_obs("[1] RootWebArea 'Huge'\n" + "\n".join(lines))
-    config = PolicyConfig(max_prompt_tokens=1500, min_axtree_tokens=64)
+    config = PolicyConfig(max_prompt_tokens=1500, min_axtree_tokens=64,
+                          observation=observation)  # type: ignore[arg-type]
     policy = LLMPolicy(model, tok, pools.baseline("no_skill"), config)
     action = policy.act(obs)
-    assert 1300 < policy.last_info[0]["prompt_tokens"] <= 1500
+    tokens = policy.last_info[0]["prompt_tokens"]
+    assert 1300 < tokens <= 1500 or observation == "compact" and tokens <= 1500
     assert policy.last_info[0]["omitted_axtree_lines"] > 0 and policy.stats["truncated_observations"] == 1
     prompt = policy.render(obs)
-    assert "[1] RootWebArea 'Huge'" in prompt and "[350] textbox 'Email' focused: True" in prompt
+    assert "RootWebArea 'Huge'" in prompt and "[350] textbox 'Email' focused: True" in prompt
+    full = LLMPolicy(model, tok, pools.baseline("no_skill"), PolicyConfig(
+        max_prompt_tokens=1500, min_axtree_tokens=64, observation="full"))
+    assert policy.candidates(obs) == full.candidates(obs)
+    if observation == "compact":
+        assert tokens < len(full._build_prompt(obs, 0).ids) - 50
     candidates = policy.candidates(obs)
     assert action in candidates and any(c.startswith("type [350]") for c in candidates)
 
@@ -265,3 +279,9 @@ def test_policy_config_validation() -> None:
         PolicyConfig(constrained_method="beam")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         PolicyConfig(max_new_tokens=0)
+    with pytest.raises(ValueError, match="observation"):
+        PolicyConfig(observation="tiny")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="prefix_cache"):
+        PolicyConfig(prefix_cache="always")  # type: ignore[arg-type]
+    assert PolicyConfig(prefix_cache=True).cache_mode == "lcp"
+    assert PolicyConfig(prefix_cache=False).cache_mode == "off"

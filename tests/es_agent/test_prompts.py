@@ -144,7 +144,26 @@ def test_render_through_chat_template(pools: PromptPools, tiny: tuple[Any, Any],
                    "LAST ACTION ERROR: element [99] not found",
                    genome.variant("skills").text.splitlines()[1], "<|im_start|>assistant\n"):
         assert needle in text
-    assert text.index("OBSERVATION") < text.index("OBJECTIVE")
+    # what is constant in an episode first (the KV cache of the last step covers it), the page last
+    assert text.index("OBJECTIVE") < text.index("PREVIOUS ACTIONS") < text.index("OBSERVATION")
+    webarena = pools.with_observation_template("webarena")
+    values = observation_values(obs, obs["axtree"], history)
+    legacy = render_observation(webarena.observation_template, values)
+    assert legacy.index("OBSERVATION") < legacy.index("OBJECTIVE")
+    assert sorted(legacy.splitlines()) == sorted(user.splitlines())  # the same lines, in WebArena's order
+
+
+def test_named_observation_templates_round_trip_and_are_validated(pools: PromptPools) -> None:
+    assert PromptPools.from_dict(pools.to_dict()).templates == pools.templates
+    assert "webarena" in pools.templates
+    with pytest.raises(PromptPoolError, match="no observation template 'nope'"):
+        pools.with_observation_template("nope")
+    data = pools.to_dict()
+    data["observation_templates"] = {"bad": "{axtree} {cookies}"}
+    with pytest.raises(PromptPoolError, match="unknown: \\['cookies'\\]"):
+        PromptPools.from_dict(data)
+    variant = pools.slots["skills"][1].__class__("x", "y")
+    assert pools.with_variant("skills", variant).templates == pools.templates
 
 
 def test_render_is_plain_substitution() -> None:
