@@ -32,8 +32,8 @@ background thread during the next row's first env reset, restores and updates de
 seeds; the benchmark checks that their weight checksums agree after every generation (same rewards, same
 updates). Share = (``seconds_perturb`` + ``seconds_update`` of the generation's status: what the generation
 waited for weight work, in the worker and the driver) / the wall time of ``searcher.step()``; the first
-generation (models, browsers and sites built) is warm-up. Quick mode: the tiny random Qwen, max_steps 1, 2
-measured generations (checks the code path, not the figure).
+generation (models, browsers and sites built) is warm-up. Quick mode: the tiny random Qwen, 1 task x 1 step,
+one measured generation (checks the code path, not the figure).
 
 Method (memory). In a child process (embedded model), after one perturbation (so the weights are written,
 as in a running worker), the peak RSS of ``apply_update`` with 8 seeds over the RSS
@@ -283,7 +283,7 @@ def demo_generations(quick: bool) -> dict[str, Any]:
 
     overrides = ["workers.num_workers=1", "prompts.mutation=false", "eval.every=0", "ui.mode=off"]
     if quick:
-        overrides += ["agent.model=tiny:0", "env.max_steps=1"]
+        overrides += ["agent.model=tiny:0", "env.max_steps=1", "env.tasks_per_generation=1"]
     cfg = load_config("configs/demo.toml", overrides)
     cfg = with_resolved(cfg, resolve_settings(cfg))
     if cfg.workers.num_actors is not None:
@@ -306,7 +306,7 @@ def demo_generations(quick: bool) -> dict[str, Any]:
                            "max_steps": cfg.env.max_steps,
                            "checksums_agree": True}
     try:
-        for _ in range(1 + (2 if quick else 3)):
+        for _ in range(1 + (1 if quick else 3)):
             sums = []
             for arm in arms.values():
                 started = time.perf_counter()
