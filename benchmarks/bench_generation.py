@@ -84,6 +84,7 @@ code = main(sys.argv[2:])
 with open(sys.argv[1], "w") as f:
     json.dump({"code": code, "steps": steps, "ray_init_s": ray_init, "total_s": time.perf_counter() - t0,
                "cotrain": searcher_module.__file__}, f)
+raise SystemExit(code)
 """
 """Runs ``esopt train`` (argv after the output file) and writes the step times; uses only APIs that exist in
 both the main and the new code (``CoEvolutionES.step``, ``trainer.ensure_ray``, ``cotrain.cli.main``)."""
@@ -103,7 +104,7 @@ def run_arm(name: str, tree: Path, overrides: list[str], run_dir: Path, quick: b
                               timeout=TIMEOUT_S[quick], check=False)
     except subprocess.TimeoutExpired as exc:
         raise BenchmarkError(f"arm {name!r} timed out after {TIMEOUT_S[quick]} s") from exc
-    if proc.returncode != 0 or not out.is_file():
+    if proc.returncode != 0 or not out.is_file() or not (run_dir / "metrics.jsonl").is_file():
         raise BenchmarkError(f"arm {name!r} failed (exit {proc.returncode}):\n"
                              + (proc.stdout[-1000:] + "\n" + proc.stderr[-3000:]).strip())
     timing = json.loads(out.read_text())
