@@ -14,7 +14,7 @@ import pytest
 from toy_web_env import toy_config_dict
 
 from cotrain.checkpoint import RunDir, atomic_write_text, json_safe
-from cotrain.config import config_from_dict
+from cotrain.config import config_from_dict, with_resolved
 from cotrain.errors import CheckpointError, ConfigError, RunDirError
 from cotrain.evaluate import evaluate_run
 from cotrain.export import export_run
@@ -50,7 +50,9 @@ def test_run_directory_layout_and_round_trip(runs: dict[str, Any]) -> None:
     snap = run.snapshot_dir(4)
     files = {p.name for p in snap.iterdir()}
     assert {"model.safetensors", "config.json", "tokenizer.json", "snapshot.json"} <= files
-    assert run.config == config_from_dict(RUN)
+    # config.json keeps the config as written; run.config has the "auto" settings resolved at the start
+    assert config_from_dict(json.loads((run.path / "config.json").read_text())) == config_from_dict(RUN)
+    assert run.resolved is not None and run.config == with_resolved(config_from_dict(RUN), run.resolved)
     records = run.records()
     assert [r["iter"] for r in records] == [1, 2, 3, 4]
     for key in ("task_batch", "env_seed", "sigma", "rows", "rewards", "update", "prompt_probs",
