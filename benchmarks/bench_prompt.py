@@ -13,7 +13,8 @@ Method.
 - Tokens prefilled per step: prompt tokens minus the tokens taken from the KV cache: OLD the system message;
   NEW the longest common prefix with the previous step's prompt (the first step of an episode prefills all,
   in both). Goal: NEW <= 0.5x OLD, mean over steps.
-- Choices: the embedded SmolLM2-135M (bfloat16, one torch thread) acts on every recorded step under OLD and
+- Choices: the embedded SmolLM2-135M (dtype ``"auto"``: bf16 on AMX/AVX512-BF16 CPUs, else fp32; one
+  torch thread) acts on every recorded step under OLD and
   NEW (histories forced to the reference actions, so both see the same episode): whether the candidate sets
   are equal, and how often both pick the same action (reported, no goal). The NEW policy's own
   ``stats["prefilled_tokens"]`` are checked against the token count above.
@@ -109,9 +110,11 @@ def choices(episodes: list[list[tuple[dict[str, str], str]]], max_steps: int) ->
     """OLD vs NEW with the embedded model on the recorded steps: same candidates, same action, seconds."""
     import torch
 
+    from es_agent.hardware import choose_dtype
     from es_agent.models import load_model
 
-    model, tok = load_model("embedded", dtype=torch.bfloat16)
+    dtype = choose_dtype("auto").value
+    model, tok = load_model("embedded", dtype=getattr(torch, dtype))
     pols = policies(model, tok)
     same_cands = same_action = steps = 0
     seconds = {"old": 0.0, "new": 0.0}
@@ -132,6 +135,7 @@ def choices(episodes: list[list[tuple[dict[str, str], str]]], max_steps: int) ->
                 same_action += acted["old"] == acted["new"]
                 same_cands += pols["old"].candidates(obs) == pols["new"].candidates(obs)
     return {"steps": steps, "same_candidates": same_cands, "same_action": same_action, "seconds": seconds,
+            "dtype": dtype,
             "new_prefilled": pols["new"].stats["prefilled_tokens"],
             "old_prefilled": pols["old"].stats["prefilled_tokens"]}
 
@@ -162,7 +166,7 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
     ]
     result = choices(episodes, max_steps)
     n = result["steps"]
-    tag = f"SmolLM2-135M bf16, 1 thread, {n} recorded steps"
+    tag = f"SmolLM2-135M {result['dtype']}, 1 thread, {n} recorded steps"
     figures += [
         Figure(f"candidate sets equal, old vs new prompt [{tag}]",
                rnd(100 * result["same_candidates"] / n, 3), "%", note="candidates from each prompt axtree "

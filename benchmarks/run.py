@@ -37,6 +37,8 @@ BENCHMARKS: dict[str, str] = {
     "overhead": "benchmarks.bench_overhead",
     "comm": "benchmarks.bench_comm",
     "throughput": "benchmarks.bench_throughput",
+    "prompt": "benchmarks.bench_prompt",
+    "generation": "benchmarks.bench_generation",
     "gpu": "benchmarks.bench_gpu",
 }
 """Benchmark name -> module with ``main(quick) -> list[dict]``, in running order."""

@@ -72,8 +72,12 @@ def linear_targets(model: nn.Module, selected: Sequence[SelectedParam]) -> list[
 
 def lowrank_factors(seed: int, index: int, out_features: int, in_features: int, rank: int,
                     device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
-    """The fp32 factors ``A`` (out x r) and ``B`` (in x r) of the low-rank noise of tensor ``index``."""
-    flat = noise(seed, index, (out_features + in_features) * rank, device)
+    """The fp32 factors ``A`` (out x r) and ``B`` (in x r) of the low-rank noise of tensor ``index``.
+
+    Always drawn by the CPU generator and then moved to ``device``: the factors are small (``(out + in) * r``
+    elements), so a CUDA replica and a CPU replica (a resume, ``esopt export``, a checksum check) see the same
+    noise bit for bit, and a log written on a GPU replays on a CPU."""
+    flat = noise(seed, index, (out_features + in_features) * rank, "cpu").to(device)
     split = out_features * rank
     return flat[:split].view(out_features, rank), flat[split:].view(in_features, rank)
 

@@ -340,6 +340,10 @@ class Replica:
     def close(self) -> None:
         """Release the env (the model goes with the object) after finishing any weight work in flight."""
         self.weights.close()
+        runner = getattr(self, "_population", None)
+        if runner is not None:  # the batched population's extra envs (es_agent.population)
+            self._population = None
+            runner.close()
         self.close_env()
 
 
