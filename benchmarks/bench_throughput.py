@@ -12,7 +12,8 @@ Method.
   2 repetitions; goal >= 2.5 steps/s) and the embedded Qwen2.5-Coder-0.5B (``embedded-qwen``; the first 2
   steps of each episode, 1 repetition; goal >= 0.7 steps/s). Each model runs under the new defaults
   (``PolicyConfig()``, dtype ``auto`` as :func:`es_agent.hardware.choose_dtype` picks it on this machine)
-  and the old settings (float32, :data:`OLD_POLICY`: the prompt rendering before issue #10), alternately on
+  and the old settings (float32, :data:`OLD_POLICY` and the pools' ``webarena``
+  template: the prompt before issue #10), alternately on
   the same steps. Beside each rate: prompt tokens per step and prefilled (uncached) prompt tokens per step,
   counted as the input tokens of the model's prefill forwards (those that keep only the last logits: the
   cached prefixes count at the step that computes them). Goal: prefilled tokens new / old <= 0.5. Rates
@@ -230,13 +231,16 @@ def agent_steps(episodes: list[list[dict[str, str]]], reps: int, source: str, sp
                        skipped=f"{type(exc).__name__}: {exc}") for s in settings]
     episodes = [e[:max_steps] if max_steps else e for e in episodes]
     cuda = torch.device(device).type == "cuda"
-    genome = PromptPools.load().baseline("no_skill")
+    pools = PromptPools.load()
+    genomes = {"new": pools.baseline("no_skill"),  # the old arm reads WebArena's template (objective last)
+               "old": pools.with_observation_template("webarena").baseline("no_skill")}
     models: dict[str, tuple[Any, Any]] = {}
     for setting in settings:
         if setting.dtype not in models:
             models[setting.dtype] = load_model(spec, dtype=getattr(torch, setting.dtype), device=device)
     counters = {dtype: _PrefillCounter(model) for dtype, (model, _) in models.items()}
-    policies = {s.label: LLMPolicy(*models[s.dtype], genome, PolicyConfig(**s.policy)) for s in settings}
+    policies = {s.label: LLMPolicy(*models[s.dtype], genomes[s.label], PolicyConfig(**s.policy))
+                for s in settings}
     cpu: dict[str, list[float]] = {s.label: [] for s in settings}
     wall: dict[str, list[float]] = {s.label: [] for s in settings}
     prompt: dict[str, list[int]] = {s.label: [] for s in settings}
