@@ -79,7 +79,13 @@ def _edit_log(run: Path, line: int, change: Callable[[dict[str, Any]], None]) ->
 
 
 def _bump_seed(record: dict[str, Any]) -> None:
-    record["update"]["seeds"][0] += 1  # the logged noise seed of the weight update
+    """Change the logged weight update: bump its first noise seed, or add one to an empty update (a
+    generation whose rewards all tie logs no pairs)."""
+    update = record["update"]
+    if update["seeds"]:
+        update["seeds"][0] += 1
+    else:
+        update["seeds"], update["coeffs"] = [1], [1e-3]
 
 
 # ------------------------------------------------------------------------------------------ tampering
@@ -261,7 +267,7 @@ def test_a_legacy_run_resumes_and_its_corrupt_inputs_are_typed_errors(run_copy: 
     assert resume(run).finished
     run = run_copy()
     _to_legacy(run)
-    _edit_log(run, 3, lambda r: r["update"].update(coeffs=["x"] * len(r["update"]["coeffs"])))
+    _edit_log(run, 3, lambda r: r["update"].update(seeds=[1], coeffs=["x"]))  # holds a pair even if empty
     with pytest.raises(CheckpointError, match=r"update_log\.jsonl, generation 3: 'update' must hold"):
         RunDir.open(run).load_state()
     run = run_copy()

@@ -191,7 +191,8 @@ def test_embedded_qwen_policy_picks_a_valid_action(qwen: tuple[Any, Any], make_o
     model, tok = qwen
     policy = LLMPolicy(model, tok, pools.baseline("no_skill"), PolicyConfig(max_prompt_tokens=512))
     obs = make_obs()
+    candidates = policy.candidates(obs)  # before acting: afterwards slot 0's history is part of the prompt
     action = policy.act(obs)
     print(f"\nembedded-qwen: {action!r} in {policy.last_info[0]['seconds']:.1f} s, "
           f"{policy.last_info[0]['prompt_tokens']} prompt tokens")
-    assert action in policy.candidates(obs)
+    assert action in candidates
