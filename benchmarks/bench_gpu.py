@@ -42,11 +42,20 @@ tee $OUT/bench_gpu.log`` with ``.whl`` carried.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
-from benchmarks.common import GB, Figure, median, print_figures, rnd, run_as_script, skipped, spread
+from benchmarks.common import (
+    GB,
+    Figure,
+    median,
+    print_figures,
+    random_init_,
+    rnd,
+    run_as_script,
+    skipped,
+    spread,
+)
 
 MEMORY_GOAL = 1.05
 BATCH_GOAL = 3.0
@@ -95,15 +104,7 @@ def random_qwen(shape: dict[str, Any], device: str, dtype: Any, seed: int = 0) -
     finally:
         torch.set_default_dtype(default)
     gen = torch.Generator(device=device).manual_seed(seed)
-    bound = 0.02 * math.sqrt(3.0)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.ndim >= 2:
-                p.uniform_(-bound, bound, generator=gen)
-            elif "norm" in name:
-                p.fill_(1.0)
-            else:
-                p.zero_()
+    random_init_(model, gen)
     model.eval()
     return model, tok
 

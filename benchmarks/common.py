@@ -251,15 +251,7 @@ def qwen_05b(dtype: torch.dtype | None = None, device: str = "cpu", seed: int = 
         torch.set_default_dtype(default)
     model.lm_head.weight = model.model.embed_tokens.weight
     gen = torch.Generator().manual_seed(seed)
-    bound = 0.02 * math.sqrt(3.0)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.ndim >= 2:
-                p.uniform_(-bound, bound, generator=gen)
-            elif "norm" in name:
-                p.fill_(1.0)
-            else:
-                p.zero_()
+    random_init_(model, gen)
     model.to(device=device, dtype=dtype)
     model.eval()
     return model, tok
@@ -416,3 +408,19 @@ def run_as_script(main: Callable[[bool], list[dict[str, Any]]], doc: str, quick_
     result = main(args.quick)
     if args.json:
         print(json.dumps(result, indent=1))
+
+
+def random_init_(model: Any, gen: Any) -> None:
+    """Fill a model's weights in place with the benchmarks' random init: matrices uniform with std 0.02
+    (drawn from ``gen``), norm weights 1, other vectors 0."""
+    import torch
+
+    bound = 0.02 * math.sqrt(3.0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim >= 2:
+                p.uniform_(-bound, bound, generator=gen)
+            elif "norm" in name:
+                p.fill_(1.0)
+            else:
+                p.zero_()
