@@ -24,3 +24,8 @@ class CheckpointError(CotrainError):
 class RunIntegrityError(CheckpointError):
     """A run file does not match the digest recorded for it (a snapshot, a line of the update log, the
     config): it changed after it was written. Names the file and the generation."""
+
+
+class DistributionError(CotrainError, ValueError):
+    """A search distribution was asked for something it cannot do: bad hyperparameters, rows or rewards of
+    the wrong shape, a serialised state that does not fit (names the value and what was expected)."""

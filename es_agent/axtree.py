@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from es_agent.errors import EsAgentError
+from es_agent.errors import AxTreeError
 
 CLICKABLE_ROLES = frozenset({
     "link", "button", "checkbox", "radio", "menuitem", "menuitemcheckbox", "menuitemradio", "tab", "option",
@@ -104,10 +104,6 @@ def _quoted_name(line: str, name: str) -> str:
             if match.groupdict().get(group) is not None:
                 return line[match.start(group) - 1:match.end(group) + 1]
     return repr(name)
-
-
-class AxTreeError(EsAgentError, ValueError):
-    """An accessibility tree text that cannot be read as one (names the offending text)."""
 
 
 NON_DECIDING_PROPS = frozenset({

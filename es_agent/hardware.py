@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from es_agent.errors import EsAgentError
+from es_agent.errors import HardwareError
 
 AUTO = "auto"
 """The value of ``dtype`` and ``num_workers`` that asks this module to choose."""
@@ -28,10 +28,6 @@ FAST_BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 """``/proc/cpuinfo`` flags of native bf16 arithmetic (Intel AMX, AVX512-BF16 on Intel and AMD Zen 4+)."""
 CPUINFO = Path("/proc/cpuinfo")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-
-
-class HardwareError(EsAgentError, ValueError):
-    """A hardware choice was asked with a bad value (names the value and what was expected)."""
 
 
 @dataclass(frozen=True)

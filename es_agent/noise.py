@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from es_agent.errors import EsAgentError
+from es_agent.errors import PerturbationError
 
 CHUNK_SIZE = 1 << 20
 """Elements per independently seeded chunk (part of the noise definition: changing it changes the noise)."""
@@ -42,10 +42,6 @@ _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 _C1 = 0xBF58476D1CE4E5B9
 _C2 = 0x94D049BB133111EB
-
-
-class PerturbationError(EsAgentError, ValueError):
-    """A perturbation or update was asked for with bad arguments or in a state that does not allow it."""
 
 
 def _as_int(value: int, what: str) -> int:

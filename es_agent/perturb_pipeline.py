@@ -32,13 +32,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from es_agent.errors import EsAgentError
+from es_agent.errors import WeightsStateError
 
 _log = logging.getLogger(__name__)
-
-
-class WeightsStateError(EsAgentError):
-    """The weights of a model are in an unknown state (a restore or an update failed part way)."""
 
 
 @dataclass

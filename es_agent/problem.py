@@ -40,7 +40,7 @@ from evotorch.core import EvaluationActor
 from ray.exceptions import RayActorError
 from ray.util import ActorPool
 
-from es_agent.errors import EsAgentError
+from es_agent.errors import ReplicaDivergenceError, WorkerLostError
 from es_agent.noise import derive_seed
 from es_agent.rows import FIXED_COLUMNS, CandidateRow, encode_rows
 from es_agent.specs import AgentSpec, EnvSpec, SpecError, TaskId, UpdateRecord, check_task_ids
@@ -51,14 +51,6 @@ ProgressFn = Callable[[dict[str, Any]], None]
 ``"started"``, ``"done"``, ``"died"``, ``"restarted"`` (the latter with a ``"reason"``)."""
 
 _REPORT_TIMINGS = ("seconds_perturb", "seconds_rollout", "seconds_update", "seconds_build")
-
-
-class ReplicaDivergenceError(EsAgentError):
-    """Live workers' weight checksums disagree with each other or with the driver's expected checksum."""
-
-
-class WorkerLostError(EsAgentError):
-    """Workers kept dying on the same piece of work (``max_piece_attempts`` times)."""
 
 
 @dataclass

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from es_agent.errors import EsAgentError
+from es_agent.errors import SpecError
 
 if TYPE_CHECKING:  # pragma: no cover
     import gymnasium as gym
@@ -38,10 +38,6 @@ DEFAULT_INFRA_ERRORS = (
     "TimeoutError",
 )
 """Exception classes (dotted or bare class names) that count as infrastructure failures of an episode."""
-
-
-class SpecError(EsAgentError, ValueError):
-    """A spec field has a bad value (names the field, the value and what was expected)."""
 
 
 def _json_safe(value: Any, where: str) -> None:

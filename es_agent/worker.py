@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from es_agent.errors import EsAgentError
+from es_agent.errors import CandidateRowError, EpisodeInfrastructureError, ReplicaStateError
 from es_agent.noise import derive_seed
 from es_agent.perturb_pipeline import PerturbationPipeline
 from es_agent.rows import FIXED_COLUMNS, CandidateRow, decode_row
@@ -44,19 +44,6 @@ _log = logging.getLogger(__name__)
 
 EPISODE_SEED_BOUND = 2**31
 """Env reset seeds lie in ``[0, EPISODE_SEED_BOUND)``."""
-
-
-class CandidateRowError(EsAgentError, ValueError):
-    """A candidate row does not fit the problem: wrong width, a non-integer seed, a prompt id out of range."""
-
-
-class EpisodeInfrastructureError(EsAgentError):
-    """An episode failed for an infrastructure reason twice in a row (the env was rebuilt in between)."""
-
-
-class ReplicaStateError(EsAgentError):
-    """A replica cannot reach the centre it is asked for (a gap in the update log, or a log that starts
-    after the replica's position)."""
 
 
 def episode_seed(env_seed: int, task_id: TaskId) -> int:

@@ -44,3 +44,34 @@ class EvaluatorError(WebArenaGymError):
 class ResetArgumentError(WebArenaGymError, ValueError):
     """A ``reset()`` argument (``seed`` or ``options``) is malformed. Names the argument and its value; the
     env is left exactly as it was before the call."""
+
+
+class ReferenceSolutionError(WebArenaGymError):
+    """A reference solution could not be replayed: a target is not on the page, an action failed, or the
+    episode ended early. The message shows the step and the lines of the tree that came closest."""
+
+
+class ActionParseError(WebArenaGymError, ValueError):
+    """The text is not a valid action of the grammar. The message names the problem and quotes the text."""
+
+
+class ActionError(WebArenaGymError):
+    """The action could not be carried out for a reason the agent can see and fix (shown as
+    ``last_action_error``)."""
+
+
+class ActionTimeoutError(ActionError):
+    """The action ran past its time budget and was cut off; the page is as far as the action got."""
+
+
+class LoginError(WebArenaGymError):
+    """The site refused the credentials or could not be reached."""
+
+
+class SiteStartError(WebArenaGymError):
+    """The embedded sites could not be started, reset or reached (the message includes the server log's
+    tail)."""
+
+
+class HelperCallError(WebArenaGymError, ValueError):
+    """A ``func:`` expression is not a call of a whitelisted helper with valid arguments."""

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webarena_gym.errors import WebArenaGymError
+from webarena_gym.errors import ReferenceSolutionError
 from webarena_gym.tasks import TaskConfig
 
 __all__ = [
@@ -38,11 +38,6 @@ __all__ = [
 ]
 
 _LINE = re.compile(r"^(\t*)\[(\d+)\] (\S+) ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
-
-
-class ReferenceSolutionError(WebArenaGymError):
-    """A reference solution could not be replayed: a target is not on the page, an action failed, or the
-    episode ended early. The message shows the step and the lines of the tree that came closest."""
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ from webarena_gym.actions.parse import (
     TypeAction,
 )
 from webarena_gym.browser import cdp_send
+from webarena_gym.errors import ActionError, ActionTimeoutError
 
 if TYPE_CHECKING:  # pragma: no cover
     from playwright.sync_api import CDPSession, Page
@@ -76,15 +77,6 @@ _KEYED_NAMES = {"\n": "Enter", "\r": "Enter"}
 """Characters that Playwright's ``keyboard.type`` presses as keys (its layout's aliases of Enter; a tab is
 inserted as text): ``"fill"`` presses them too, so both modes leave the same page."""
 _KEYED_CHARS = re.compile("([\n\r])")
-
-
-class ActionError(Exception):
-    """The action could not be carried out for a reason the agent can see and fix (shown as
-    ``last_action_error``)."""
-
-
-class ActionTimeoutError(ActionError):
-    """The action ran past its time budget and was cut off; the page is as far as the action got."""
 
 
 class Deadline:

@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from webarena_gym.errors import ActionParseError
+
 __all__ = [
     "ACTION_NAMES",
     "SPECIAL_KEY_MAPPINGS",
@@ -39,10 +41,6 @@ __all__ = [
     "TypeAction",
     "parse_action",
 ]
-
-
-class ActionParseError(ValueError):
-    """The text is not a valid action of the grammar. The message names the problem and quotes the text."""
 
 
 # WebArena's key-name normalisation (browser_env/constants.py), applied to each ``+``-separated key.

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from webarena_gym.errors import EvaluatorError, SiteConfigError
+from webarena_gym.errors import EvaluatorError, HelperCallError, SiteConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from playwright.sync_api import Page
@@ -37,10 +37,6 @@ DEFAULT_ACCOUNTS: dict[str, dict[str, str]] = {
     "shopping_site_admin": {"username": "admin", "password": "admin1234"},
 }
 """WebArena's public default accounts (``browser_env/env_config.py``); override: ``EvalContext.accounts``."""
-
-
-class HelperCallError(ValueError):
-    """A ``func:`` expression is not a call of a whitelisted helper with valid arguments."""
 
 
 @dataclass(frozen=True)

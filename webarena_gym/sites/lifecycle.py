@@ -30,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from webarena_gym.errors import WebArenaGymError
+from webarena_gym.errors import SiteStartError
 from webarena_gym.sites.db import DATABASES, dump_digest
 from webarena_gym.sites.login import ACCOUNTS, login_state
 from webarena_gym.sites.seed import DEFAULT_SEED, pristine_paths
@@ -43,11 +43,6 @@ OWNER_FILE = "owner.json"
 BASE_PATHS = {"shopping": "", "shopping_admin": "/admin", "reddit": ""}
 """Path of each site's base URL on its origin (WebArena's admin lives under ``/admin``)."""
 log = logging.getLogger("webarena_gym.sites")
-
-
-class SiteStartError(WebArenaGymError):
-    """The embedded sites could not be started, reset or reached (the message includes the server log's
-    tail)."""
 
 
 class EmbeddedSites:

@@ -11,7 +11,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from webarena_gym.errors import WebArenaGymError
+from webarena_gym.errors import LoginError
 from webarena_gym.sites.seed.forum import FIRST_USER, USER_PASSWORD
 from webarena_gym.sites.seed.shop import ADMIN_PASSWORD, ADMIN_USERNAME, CUSTOMER_PASSWORD
 
@@ -27,10 +27,6 @@ _LOGIN_FORMS = {
     "shopping_admin": ("/auth/loginPost/", "login[username]", "login[password]"),
     "reddit": ("/login_check", "_username", "_password"),
 }
-
-
-class LoginError(WebArenaGymError):
-    """The site refused the credentials or could not be reached."""
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
