@@ -104,6 +104,7 @@ def measure_model(spec: dict[str, Any], populations: list[int]) -> dict[str, Any
     """``{"actor_start": bytes of the warm-up, "bytes": {P: bytes}, "seconds": {P: s}}`` for one model."""
     from es_agent.problem import AgentProblem
     from es_agent.specs import AgentSpec, EnvSpec
+    from es_agent.updates import WeightUpdate
 
     agent = AgentSpec(mode="lowrank", rank=4, policy={"max_prompt_tokens": 256}, **spec)
     env = EnvSpec(env_id=TOY_ID, module="benchmarks.bench_comm", max_steps=1)
@@ -117,7 +118,7 @@ def measure_model(spec: dict[str, Any], populations: list[int]) -> dict[str, Any
         out["actor_start"] = problem.last_bytes_exchanged
         generation = 1
         for population in populations:
-            problem.push_update(generation, seeds, coeffs)
+            problem.push_update(generation, WeightUpdate(tuple(seeds), tuple(coeffs)))
             rows, seeds, coeffs = generation_rows(population, rng)
             started = time.perf_counter()
             problem.evaluate_rows(rows)

@@ -19,7 +19,7 @@ _LAZY = {
     # distribution, shaping, schedule
     "CoEvolutionDistribution": "cotrain.distribution",
     "CoEvolutionConfig": "cotrain.distribution",
-    "WeightUpdate": "cotrain.distribution",
+    "WeightUpdate": "es_agent.updates",
     "ShapingConfig": "cotrain.shaping",
     "shape_fitness": "cotrain.shaping",
     "candidate_fitness": "cotrain.shaping",
@@ -71,7 +71,7 @@ if TYPE_CHECKING:  # pragma: no cover
         config_from_dict,
         load_config,
     )
-    from cotrain.distribution import CoEvolutionConfig, CoEvolutionDistribution, WeightUpdate
+    from cotrain.distribution import CoEvolutionConfig, CoEvolutionDistribution
     from cotrain.evaluate import evaluate_run
     from cotrain.export import export_run
     from cotrain.prompt_evolution import (
@@ -86,6 +86,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from cotrain.searcher import CoEvolutionES, draw_task_batch
     from cotrain.shaping import ShapingConfig, candidate_fitness, centered_ranks, shape_fitness
     from cotrain.trainer import TrainResult, resume, train
+    from es_agent.updates import WeightUpdate
 
 
 def __getattr__(name: str) -> Any:

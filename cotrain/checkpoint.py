@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cotrain.config import ResolvedSettings, TrainConfig, config_from_dict, with_resolved
-from cotrain.distribution import CoEvolutionDistribution, WeightUpdate
+from cotrain.distribution import CoEvolutionDistribution
 from cotrain.errors import CheckpointError, ConfigError, RunDirError, RunIntegrityError
 from cotrain.integrity import (
     DIGEST,
@@ -52,6 +52,7 @@ from cotrain.integrity import (
     verify_snapshot,
 )
 from cotrain.prompt_evolution import apply_pool_changes
+from es_agent.updates import WeightUpdate
 
 if TYPE_CHECKING:  # pragma: no cover
     from es_agent.prompts import PromptPools

@@ -36,18 +36,19 @@ population.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal
+from dataclasses import asdict, fields
+from typing import Any
 
 import numpy as np
 import torch
 from evotorch.distributions import Distribution
 
-from cotrain.schedule import cosine_sigma, validate_sigma_range
+from cotrain.distribution_config import CoEvolutionConfig
+from cotrain.schedule import cosine_sigma
 from cotrain.shaping import ShapingConfig, as_reward_matrix, shape_fitness
 from es_agent.rows import FIXED_COLUMNS
+from es_agent.updates import WeightUpdate
 
 SEED_BOUND = 2**31
 """Noise and env seeds are drawn from ``[0, SEED_BOUND)``: exact in float64 rows, valid for 32-bit seeders."""
@@ -55,98 +56,7 @@ SEED_BOUND = 2**31
 SERIAL_FORMAT = "cotrain.CoEvolutionDistribution/1"
 """Tag of :meth:`CoEvolutionDistribution.to_dict` payloads."""
 
-WeightNormalisation = Literal["total_weight", "population"]
-_FLOAT_FIELDS = ("sigma_0", "sigma_min", "learning_rate", "prompt_learning_rate", "prob_floor")
-_BOOL_FIELDS = ("antithetic", "evolve_weights", "evolve_prompts")
-
-
-@dataclass(frozen=True)
-class CoEvolutionConfig:
-    """Hyperparameters of :class:`CoEvolutionDistribution` (all of them travel in its ``parameters``)."""
-
-    sigma_0: float = 1e-3
-    """Perturbation scale at generation 0 (start of the cosine schedule)."""
-    sigma_min: float = 1e-4
-    """Perturbation scale reached at ``total_generations`` and kept afterwards."""
-    total_generations: int = 100
-    """Length of the cosine schedule, in generations."""
-    learning_rate: float = 0.5
-    """``lr`` of the weight step ``lr * sum_i w~_i * sigma_i * eps_i`` (see the module docstring)."""
-    prompt_learning_rate: float = 0.2
-    """``alpha`` of the prompt update ``p <- (1 - alpha) p + alpha share``, in [0, 1]."""
-    prob_floor: float = 0.01
-    """Least probability of any prompt variant; ``pool_size * prob_floor`` must stay <= 1."""
-    antithetic: bool = True
-    """Sample mirrored pairs (same seed, ``+sigma``/``-sigma``, same prompt ids); populations must be even."""
-    evolve_weights: bool = True
-    """Ablation switch: if False, rows carry sigma 0 (seed 0) and no weight update is ever emitted."""
-    evolve_prompts: bool = True
-    """Ablation switch: if False, every row uses the most probable ids and the categoricals never change."""
-    weight_normalisation: WeightNormalisation = "total_weight"
-    """Divisor of the weight step: ``total_weight`` (sum of |centred weights|) or ``population`` (N)."""
-
-    def __post_init__(self) -> None:
-        for name in _FLOAT_FIELDS:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"{name} must be a finite number, got {value!r}")
-        validate_sigma_range(self.sigma_0, self.sigma_min)
-        if isinstance(self.total_generations, bool) or not isinstance(self.total_generations, int):
-            raise ValueError(f"total_generations must be an int, got {self.total_generations!r}")
-        if self.total_generations < 1:
-            raise ValueError(f"total_generations must be >= 1, got {self.total_generations}")
-        if self.learning_rate < 0:
-            raise ValueError(f"learning_rate must be >= 0, got {self.learning_rate}")
-        if not 0 <= self.prompt_learning_rate <= 1:
-            raise ValueError(f"prompt_learning_rate must lie in [0, 1], got {self.prompt_learning_rate}")
-        if not 0 <= self.prob_floor < 1:
-            raise ValueError(f"prob_floor must lie in [0, 1), got {self.prob_floor}")
-        for name in _BOOL_FIELDS:
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        if self.weight_normalisation not in ("total_weight", "population"):
-            raise ValueError(
-                "weight_normalisation must be 'total_weight' or 'population',"
-                f" got {self.weight_normalisation!r}"
-            )
-
-
 _CONFIG_FIELDS = tuple(f.name for f in fields(CoEvolutionConfig))
-
-
-@dataclass(frozen=True)
-class WeightUpdate:
-    """One generation's weight update: ``theta += sum_j coeffs[j] * eps(seeds[j])`` (empty: no change)."""
-
-    seeds: tuple[int, ...] = ()
-    """Noise seeds, each at most once, in order of first appearance in the rows."""
-    coeffs: tuple[float, ...] = ()
-    """Coefficient of each seed's noise (already includes the learning rate and sigma)."""
-
-    def __post_init__(self) -> None:
-        if len(self.seeds) != len(self.coeffs):
-            raise ValueError(f"{len(self.seeds)} seeds but {len(self.coeffs)} coeffs")
-        if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in self.seeds):
-            raise ValueError(f"seeds must be non-negative ints, got {self.seeds}")
-        if not all(math.isfinite(c) for c in self.coeffs):
-            raise ValueError(f"coeffs must be finite, got {self.coeffs}")
-
-    def __len__(self) -> int:
-        return len(self.seeds)
-
-    @property
-    def is_empty(self) -> bool:
-        """True when the update changes nothing."""
-        return not self.seeds
-
-    def to_dict(self) -> dict[str, list]:
-        """JSON-safe form for the update log."""
-        return {"seeds": list(self.seeds), "coeffs": list(self.coeffs)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> WeightUpdate:
-        """Inverse of :meth:`to_dict`."""
-        return cls(tuple(int(s) for s in data["seeds"]), tuple(float(c) for c in data["coeffs"]))
 
 
 def project_to_floor(probs: torch.Tensor | Sequence[float], floor: float) -> torch.Tensor:

@@ -136,7 +136,7 @@ class CoEvolutionES(SearchAlgorithm):
 
         started = time.perf_counter()
         new_dist, update = dist.update(rows, rewards, self.shaping)
-        problem.push_update(gen, update.seeds, update.coeffs)
+        problem.push_update(gen, update)
         seconds_update = time.perf_counter() - started
 
         success = (rewards >= 1.0).to(torch.float64)

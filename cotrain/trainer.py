@@ -242,7 +242,7 @@ def build_problem(cfg: TrainConfig, state: RunState, task_ids: Sequence[TaskId])
                            task_ids=list(dict.fromkeys(task_ids)), num_actors=cfg.workers.num_actors,
                            rows_per_piece=cfg.workers.rows_per_piece, seed=cfg.es.seed)
     for generation, update in state.pending:
-        problem.push_update(generation, update.seeds, update.coeffs)
+        problem.push_update(generation, update)
     return problem
 
 

@@ -61,7 +61,7 @@ _LAZY = {
     "DenseAgentProblem": "es_agent.dense",
     "AgentSpec": "es_agent.specs",
     "EnvSpec": "es_agent.specs",
-    "UpdateRecord": "es_agent.specs",
+    "UpdateRecord": "es_agent.updates",
     "SpecError": "es_agent.specs",
     "CandidateRowError": "es_agent.worker",
     "EpisodeInfrastructureError": "es_agent.worker",

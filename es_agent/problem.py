@@ -43,7 +43,8 @@ from ray.util import ActorPool
 from es_agent.errors import ReplicaDivergenceError, WorkerLostError
 from es_agent.noise import derive_seed
 from es_agent.rows import FIXED_COLUMNS, CandidateRow, encode_rows
-from es_agent.specs import AgentSpec, EnvSpec, SpecError, TaskId, UpdateRecord, check_task_ids
+from es_agent.specs import AgentSpec, EnvSpec, SpecError, TaskId, check_task_ids
+from es_agent.updates import UpdateRecord, WeightUpdate
 from es_agent.worker import Replica, ReplicaStats, check_rows, evals_from_rewards
 
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -267,15 +268,17 @@ class AgentProblem(Problem):
         """The records after the base (spec model or snapshot)."""
         return tuple(self._log)
 
-    def push_update(self, generation: int, seeds: Sequence[int], coeffs: Sequence[float], *,
+    def push_update(self, generation: int, update: WeightUpdate, *,
                     expected_checksum: str | None = None) -> UpdateRecord | None:
         """Append a weight update ``theta += sum_i coeffs[i] * eps(seeds[i])``; replicas apply it before the
         next evaluation. Empty updates are not logged. ``expected_checksum``: the centre's checksum after
         it (checked against every worker's report)."""
+        if not isinstance(update, WeightUpdate):
+            raise SpecError(f"push_update takes a WeightUpdate, got {type(update).__name__}")
         self.expected_checksum = expected_checksum
-        if len(seeds) == 0 and len(coeffs) == 0:
+        if update.is_empty:
             return None
-        record = UpdateRecord(self.log_end, int(generation), "weights", tuple(seeds), tuple(coeffs))
+        record = UpdateRecord(self.log_end, int(generation), weights=update)
         self._log.append(record)
         return record
 
@@ -288,7 +291,7 @@ class AgentProblem(Problem):
             raise SpecError(f"new pools have slots {list(new.slot_names)}, the problem's rows have "
                             f"{list(self._pools.slot_names)}: slots cannot change during a run")
         gen = generation if generation is not None else (self._log[-1].generation if self._log else 0)
-        record = UpdateRecord(self.log_end, int(gen), "pools", pools=new.to_dict())
+        record = UpdateRecord(self.log_end, int(gen), pools=new.to_dict())
         self._log.append(record)
         self._pools = new
         return record

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -264,58 +263,6 @@ class EnvSpec:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EnvSpec:
-        """Inverse of :meth:`to_dict`."""
-        return cls(**dict(data))
-
-
-@dataclass(frozen=True)
-class UpdateRecord:
-    """One entry of the update log: a weight update as ``(seed, coeff)`` pairs, or new prompt pools."""
-
-    index: int
-    """Absolute position in the run's update log (0 for the first record of the run)."""
-    generation: int
-    """Generation that produced the record."""
-    kind: Literal["weights", "pools"]
-    """``weights``: ``theta += sum_i coeffs[i] * eps(seeds[i])``; ``pools``: the prompt pools are replaced."""
-    seeds: tuple[int, ...] = ()
-    """Noise seeds of a weight update."""
-    coeffs: tuple[float, ...] = ()
-    """Coefficients of a weight update, one per seed."""
-    pools: Mapping[str, Any] | None = None
-    """The new pools in their JSON form (``PromptPools.to_dict()``)."""
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("weights", "pools"):
-            raise SpecError(f"UpdateRecord.kind must be 'weights' or 'pools', got {self.kind!r}")
-        if self.index < 0:
-            raise SpecError(f"UpdateRecord.index must be >= 0, got {self.index}")
-        seeds, coeffs = tuple(int(s) for s in self.seeds), tuple(float(c) for c in self.coeffs)
-        if len(seeds) != len(coeffs):
-            raise SpecError(f"an update needs one coeff per seed, got {len(seeds)} seeds and "
-                            f"{len(coeffs)} coeffs")
-        if any(not 0 <= s < 2**63 for s in seeds):
-            bad = [s for s in seeds if not 0 <= s < 2**63][:3]
-            raise SpecError(f"update seeds must lie in [0, 2**63), got {bad}")
-        if any(not math.isfinite(c) for c in coeffs):
-            raise SpecError("update coefficients must be finite")
-        if (self.kind == "pools") != (self.pools is not None):
-            raise SpecError("a 'pools' record carries pools and nothing else; a 'weights' record carries "
-                            "no pools")
-        object.__setattr__(self, "seeds", seeds)
-        object.__setattr__(self, "coeffs", coeffs)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (one line of a run's update log)."""
-        out: dict[str, Any] = {"index": self.index, "generation": self.generation, "kind": self.kind}
-        if self.kind == "weights":
-            out.update(seeds=list(self.seeds), coeffs=list(self.coeffs))
-        else:
-            out["pools"] = dict(self.pools or {})
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> UpdateRecord:
         """Inverse of :meth:`to_dict`."""
         return cls(**dict(data))
 

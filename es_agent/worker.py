@@ -33,7 +33,8 @@ from es_agent.errors import CandidateRowError, EpisodeInfrastructureError, Repli
 from es_agent.noise import derive_seed
 from es_agent.perturb_pipeline import PerturbationPipeline
 from es_agent.rows import FIXED_COLUMNS, CandidateRow, decode_row
-from es_agent.specs import TINY_PREFIX, AgentSpec, EnvSpec, TaskId, UpdateRecord
+from es_agent.specs import TINY_PREFIX, AgentSpec, EnvSpec, TaskId
+from es_agent.updates import UpdateRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     import gymnasium as gym
@@ -185,8 +186,9 @@ class Replica:
         if record.index != self.applied:
             raise ReplicaStateError(f"replica at update {self.applied} was handed record {record.index}")
         started = time.perf_counter()
-        if record.kind == "weights":
-            self.weights.queue_update(record.seeds, record.coeffs)  # applied at once without overlap
+        if record.weights is not None:
+            # applied at once without overlap
+            self.weights.queue_update(record.weights.seeds, record.weights.coeffs)
         else:
             from es_agent.prompts import PromptPools
 

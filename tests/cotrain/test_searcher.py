@@ -16,6 +16,7 @@ from cotrain.errors import ConfigError
 from cotrain.searcher import CoEvolutionES, draw_task_batch
 from cotrain.ui import RichDashboardLogger
 from es_agent.prompts import PromptPools
+from es_agent.updates import WeightUpdate
 
 CONTRACT_KEYS: dict[str, type | tuple[type, ...]] = {
     "iter": int, "sigma": float, "reward_mean": float, "reward_max": float, "reward_min": float,
@@ -64,8 +65,8 @@ class FakeAgentProblem(Problem):
     def per_task_rewards(self, batch: SolutionBatch) -> torch.Tensor:
         return batch.evals[:, 1:1 + len(self.task_batch)].clone()
 
-    def push_update(self, generation: int, seeds: Sequence[int], coeffs: Sequence[float]) -> None:
-        self.updates.append((generation, tuple(seeds), tuple(coeffs)))
+    def push_update(self, generation: int, update: WeightUpdate) -> None:
+        self.updates.append((generation, update.seeds, update.coeffs))
 
     def set_prompt_pools(self, pools: PromptPools, *, generation: int | None = None) -> None:
         self.pools = pools

@@ -22,8 +22,9 @@ import es_agent.perturb as perturb_module
 from es_agent.perturb import apply_update, weights_checksum
 from es_agent.perturb_pipeline import PerturbationPipeline, WeightsStateError
 from es_agent.rows import CandidateRow
-from es_agent.specs import AgentSpec, EnvSpec, UpdateRecord
+from es_agent.specs import AgentSpec, EnvSpec
 from es_agent.tiny import tiny_qwen
+from es_agent.updates import UpdateRecord, WeightUpdate
 from es_agent.worker import EpisodeInfrastructureError, Replica
 
 TOY_ID = "EsAgentToyPipeline-v0"
@@ -78,7 +79,7 @@ LOWRANK = AgentSpec(model="tiny:0", mode="lowrank", rank=2, policy={"max_prompt_
 ENV = EnvSpec(env_id=TOY_ID, module=None, max_steps=3, infra_errors=("ToyCrash",))
 ROWS = [CandidateRow(11, 0.5, 7, (0, 1, 0)), CandidateRow(11, -0.5, 7, (0, 1, 0)),
         CandidateRow(12, 0.5, 7, (1, 0, 2)), CandidateRow(12, -0.5, 7, (1, 0, 2))]
-UPDATE = UpdateRecord(index=0, generation=1, kind="weights", seeds=(11, 12), coeffs=(0.05, -0.02))
+UPDATE = UpdateRecord(index=0, generation=1, weights=WeightUpdate((11, 12), (0.05, -0.02)))
 
 
 @pytest.fixture
@@ -98,7 +99,7 @@ def make_replica(pools: Any) -> Iterator[Any]:
 def centre_checksum(*updates: UpdateRecord, agent: AgentSpec = AGENT) -> str:
     model, _ = tiny_qwen(0)
     for u in updates:
-        apply_update(model, u.seeds, u.coeffs, **agent.perturb_kwargs())
+        apply_update(model, u.weights.seeds, u.weights.coeffs, **agent.perturb_kwargs())
     return weights_checksum(model)
 
 
@@ -230,7 +231,7 @@ def test_pipeline_without_overlap_is_at_the_centre_between_members(tiny: Any) ->
     assert times is not None and times.restore > 0 and weights_checksum(model) == centre
     pipe.queue_update([5], [0.01])  # applied at once without overlap
     assert not pipe.pending and weights_checksum(model) == centre_checksum(
-        UpdateRecord(index=0, generation=1, kind="weights", seeds=(5,), coeffs=(0.01,)))
+        UpdateRecord(index=0, generation=1, weights=WeightUpdate((5,), (0.01,))))
 
 
 # ------------------------------------------------------------------------------------------ real browser

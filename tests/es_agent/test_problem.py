@@ -21,8 +21,9 @@ from gymnasium import spaces
 from es_agent.perturb import apply_update, weights_checksum
 from es_agent.problem import AgentProblem, ReplicaDivergenceError
 from es_agent.rows import CandidateRow, encode_rows
-from es_agent.specs import AgentSpec, EnvSpec, SpecError, UpdateRecord
+from es_agent.specs import AgentSpec, EnvSpec, SpecError
 from es_agent.tiny import tiny_qwen
+from es_agent.updates import UpdateRecord, WeightUpdate
 from es_agent.worker import CandidateRowError, EpisodeInfrastructureError, check_rows, episode_seed
 
 # ------------------------------------------------------------------------------------------ a toy text env
@@ -136,7 +137,7 @@ def test_specs_are_json_safe_round_trip_and_validate() -> None:
                      policy={"history_len": 3})
     assert AgentSpec.from_dict(spec.to_dict()) == spec
     assert EnvSpec.from_dict(TOY_ENV.to_dict()) == TOY_ENV
-    rec = UpdateRecord(0, 1, "weights", (3, 4), (0.5, -0.5))
+    rec = UpdateRecord(0, 1, weights=WeightUpdate((3, 4), (0.5, -0.5)))
     assert UpdateRecord.from_dict(rec.to_dict()) == rec
     with pytest.raises(SpecError, match="dtype"):
         AgentSpec(dtype="float8")
@@ -147,7 +148,7 @@ def test_specs_are_json_safe_round_trip_and_validate() -> None:
     with pytest.raises(SpecError, match="JSON"):
         EnvSpec(kwargs={"judge": object()})
     with pytest.raises(SpecError, match="one coeff per seed"):
-        UpdateRecord(0, 0, "weights", (1, 2), (0.1,))
+        WeightUpdate((1, 2), (0.1,))
 
 
 def test_num_actors_one_and_task_batches_are_checked(make_problem: Callable[..., AgentProblem]) -> None:
@@ -232,19 +233,21 @@ def test_push_update_reaches_the_replica_and_checksums_follow_a_replay(problem: 
     replay, _ = tiny_qwen(0)
     for gen, (seeds, coeffs) in enumerate([([11, 12], [0.05, -0.02]), ([13], [0.01])], start=1):
         apply_update(replay, seeds, coeffs)
-        problem.push_update(gen, seeds, coeffs, expected_checksum=weights_checksum(replay))
+        problem.push_update(gen, WeightUpdate(tuple(seeds), tuple(coeffs)),
+                            expected_checksum=weights_checksum(replay))
         evaluate(problem, POP[:1])
         assert problem.checksums_agree is True
-    assert problem.push_update(3, [], []) is None and problem.log_end == 2
+    assert problem.push_update(3, WeightUpdate()) is None and problem.log_end == 2
     assert weights_checksum(problem.local_replica.model) == weights_checksum(replay)
-    problem.push_update(3, [14], [0.01], expected_checksum=weights_checksum(replay))  # a stale expectation
+    # a stale expectation
+    problem.push_update(3, WeightUpdate((14,), (0.01,)), expected_checksum=weights_checksum(replay))
     with pytest.raises(ReplicaDivergenceError, match="expected"):
         evaluate(problem, POP[:1])
 
 
 def test_restarted_replica_rebuilds_the_centre_from_snapshot_and_log(problem: AgentProblem,
                                                                      tmp_path: Path) -> None:
-    problem.push_update(1, [21, 22], [0.05, 0.03])
+    problem.push_update(1, WeightUpdate((21, 22), (0.05, 0.03)))
     evaluate(problem, POP[:1])
     centre = weights_checksum(problem.local_replica.model)
     problem.restart_worker(0)  # rebuilt from the base model + the whole log
@@ -252,7 +255,7 @@ def test_restarted_replica_rebuilds_the_centre_from_snapshot_and_log(problem: Ag
     assert problem.save_centre(str(tmp_path / "centre.safetensors")) == centre
     problem.rebase(str(tmp_path / "centre.safetensors"))
     assert problem.update_log == () and problem.log_end == 1
-    problem.push_update(2, [23], [0.02])
+    problem.push_update(2, WeightUpdate((23,), (0.02,)))
     problem.restart_worker(0)  # rebuilt from the snapshot + the log after it
     replay, _ = tiny_qwen(0)
     apply_update(replay, [21, 22], [0.05, 0.03])
@@ -388,7 +391,7 @@ def test_ray_workers_evaluate_and_follow_the_update_log(ray_problem: AgentProble
     replay, _ = tiny_qwen(0)
     updates = [([41, 42], [0.05, -0.05]), ([43], [0.02]), ([44, 41], [0.01, 0.01])]
     for gen, (seeds, coeffs) in enumerate(updates):
-        ray_problem.push_update(gen + 1, seeds, coeffs)
+        ray_problem.push_update(gen + 1, WeightUpdate(tuple(seeds), tuple(coeffs)))
         apply_update(replay, seeds, coeffs)
     ray_problem.expected_checksum = weights_checksum(replay)
     evaluate(ray_problem, RAY_POP[:2])

@@ -1,0 +1,67 @@
+"""The hyperparameters of the co-evolution search distribution, in a module that imports no torch (so the
+run configuration can nest them without loading the distribution)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from cotrain.errors import DistributionError
+from cotrain.schedule import validate_sigma_range
+
+WeightNormalisation = Literal["total_weight", "population"]
+_FLOAT_FIELDS = ("sigma_0", "sigma_min", "learning_rate", "prompt_learning_rate", "prob_floor")
+_BOOL_FIELDS = ("antithetic", "evolve_weights", "evolve_prompts")
+
+
+@dataclass(frozen=True)
+class CoEvolutionConfig:
+    """Hyperparameters of :class:`CoEvolutionDistribution` (all of them travel in its ``parameters``)."""
+
+    sigma_0: float = 1e-3
+    """Perturbation scale at generation 0 (start of the cosine schedule)."""
+    sigma_min: float = 1e-4
+    """Perturbation scale reached at ``total_generations`` and kept afterwards."""
+    total_generations: int = 100
+    """Length of the cosine schedule, in generations."""
+    learning_rate: float = 0.5
+    """``lr`` of the weight step ``lr * sum_i w~_i * sigma_i * eps_i`` (see the module docstring)."""
+    prompt_learning_rate: float = 0.2
+    """``alpha`` of the prompt update ``p <- (1 - alpha) p + alpha share``, in [0, 1]."""
+    prob_floor: float = 0.01
+    """Least probability of any prompt variant; ``pool_size * prob_floor`` must stay <= 1."""
+    antithetic: bool = True
+    """Sample mirrored pairs (same seed, ``+sigma``/``-sigma``, same prompt ids); populations must be even."""
+    evolve_weights: bool = True
+    """Ablation switch: if False, rows carry sigma 0 (seed 0) and no weight update is ever emitted."""
+    evolve_prompts: bool = True
+    """Ablation switch: if False, every row uses the most probable ids and the categoricals never change."""
+    weight_normalisation: WeightNormalisation = "total_weight"
+    """Divisor of the weight step: ``total_weight`` (sum of |centred weights|) or ``population`` (N)."""
+
+    def __post_init__(self) -> None:
+        for name in _FLOAT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise DistributionError(f"{name} must be a finite number, got {value!r}")
+        validate_sigma_range(self.sigma_0, self.sigma_min)
+        if isinstance(self.total_generations, bool) or not isinstance(self.total_generations, int):
+            raise DistributionError(f"total_generations must be an int, got {self.total_generations!r}")
+        if self.total_generations < 1:
+            raise DistributionError(f"total_generations must be >= 1, got {self.total_generations}")
+        if self.learning_rate < 0:
+            raise DistributionError(f"learning_rate must be >= 0, got {self.learning_rate}")
+        if not 0 <= self.prompt_learning_rate <= 1:
+            raise DistributionError(
+                f"prompt_learning_rate must lie in [0, 1], got {self.prompt_learning_rate}")
+        if not 0 <= self.prob_floor < 1:
+            raise DistributionError(f"prob_floor must lie in [0, 1), got {self.prob_floor}")
+        for name in _BOOL_FIELDS:
+            if not isinstance(getattr(self, name), bool):
+                raise DistributionError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.weight_normalisation not in ("total_weight", "population"):
+            raise DistributionError(
+                "weight_normalisation must be 'total_weight' or 'population',"
+                f" got {self.weight_normalisation!r}"
+            )
