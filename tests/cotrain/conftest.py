@@ -4,8 +4,11 @@ workers through ``PYTHONPATH``) and small run configurations on it with the tiny
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,3 +65,34 @@ def tiny() -> tuple[Any, Any]:
     from es_agent.tiny import tiny_qwen
 
     return tiny_qwen(seed=0)
+
+
+# --- The shipped smoke config, run once per session (engineer D, issue #11) ---------------------------------
+SMOKE_CONFIG = REPO / "configs" / "smoke.toml"
+
+
+@dataclass(frozen=True)
+class SmokeRun:
+    """One ``esopt train --config configs/smoke.toml`` as a subprocess, on the embedded sites."""
+
+    run_dir: Path
+    """The run directory it wrote."""
+    returncode: int
+    """The process's exit status."""
+    stderr: str
+    """Its standard error (the tail goes into assertion messages)."""
+    seconds: float
+    """Wall seconds it took."""
+
+
+@pytest.fixture(scope="session")
+def shipped_smoke_run(tmp_path_factory: pytest.TempPathFactory, chromium_path: str) -> SmokeRun:
+    """The smoke config as shipped (tiny random Qwen, embedded sites, 2 generations), run once for every test
+    that checks it (about 40 s on a quiet machine): the tests assert on the result, the fixture does not."""
+    run_dir = tmp_path_factory.mktemp("shipped-smoke") / "smoke"
+    env = {**os.environ, "WEBARENA_CHROMIUM": chromium_path}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "cotrain.cli", "train", "--config", str(SMOKE_CONFIG),
+                           "--run-dir", str(run_dir), "--ui", "off"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    return SmokeRun(run_dir, done.returncode, done.stderr, time.monotonic() - started)
