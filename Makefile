@@ -2,7 +2,7 @@
 # Both set up a fresh machine first (idempotent; see scripts/bootstrap.sh).
 PY := .venv/bin/python
 
-.PHONY: bootstrap demo smoke test test-fast lint bench bench-quick
+.PHONY: bootstrap demo smoke test test-fast lint typecheck bench bench-quick
 bootstrap:
 	bash scripts/bootstrap.sh
 
@@ -15,8 +15,13 @@ smoke: bootstrap
 lint: bootstrap
 	.venv/bin/ruff check .
 
+# mypy on the paths of pyproject.toml's [tool.mypy] (incremental: its cache is .mypy_cache/)
+typecheck: bootstrap
+	.venv/bin/mypy
+
 test: bootstrap
 	.venv/bin/ruff check .
+	.venv/bin/mypy
 	$(PY) -m pytest
 
 test-fast: bootstrap
