@@ -47,11 +47,8 @@ from evotorch.distributions import Distribution
 from cotrain.distribution_config import CoEvolutionConfig
 from cotrain.schedule import cosine_sigma
 from cotrain.shaping import ShapingConfig, as_reward_matrix, shape_fitness
-from es_agent.rows import FIXED_COLUMNS
+from es_agent.rows import FIXED_COLUMNS, SEED_BOUND
 from es_agent.updates import WeightUpdate
-
-SEED_BOUND = 2**31
-"""Noise and env seeds are drawn from ``[0, SEED_BOUND)``: exact in float64 rows, valid for 32-bit seeders."""
 
 SERIAL_FORMAT = "cotrain.CoEvolutionDistribution/1"
 """Tag of :meth:`CoEvolutionDistribution.to_dict` payloads."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from es_agent.errors import SpecError
-from es_agent.rows import MAX_EXACT_SEED
+from es_agent.rows import SEED_BOUND
 
 
 @dataclass(frozen=True)
@@ -31,9 +31,9 @@ class WeightUpdate:
             raise SpecError(f"a weight update needs one coeff per seed, got {len(self.seeds)} seeds and "
                             f"{len(self.coeffs)} coeffs")
         bad = [s for s in self.seeds
-               if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < MAX_EXACT_SEED]
+               if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < SEED_BOUND]
         if bad:
-            raise SpecError(f"update seeds must be ints in [0, 2**53), got {bad[:3]}")
+            raise SpecError(f"update seeds must be ints in [0, SEED_BOUND = 2**31), got {bad[:3]}")
         if not all(isinstance(c, int | float) and not isinstance(c, bool) and math.isfinite(c)
                    for c in self.coeffs):
             raise SpecError(f"update coefficients must be finite numbers, got {list(self.coeffs)[:3]}...")

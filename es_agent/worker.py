@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from es_agent.errors import CandidateRowError, EpisodeInfrastructureError, ReplicaStateError
+from es_agent.errors import EpisodeInfrastructureError, ReplicaStateError
 from es_agent.noise import derive_seed
 from es_agent.perturb_pipeline import PerturbationPipeline
-from es_agent.rows import FIXED_COLUMNS, CandidateRow, decode_row
+from es_agent.rows import SEED_BOUND, CandidateRow
+from es_agent.rows import check_rows as check_rows  # re-exported: es_agent.problem imported it from here
 from es_agent.specs import TINY_PREFIX, AgentSpec, EnvSpec, TaskId
 from es_agent.updates import UpdateRecord
 
@@ -43,10 +44,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _log = logging.getLogger(__name__)
 
-EPISODE_SEED_BOUND = 2**31
-"""Env reset seeds lie in ``[0, EPISODE_SEED_BOUND)``."""
-
-
 def episode_seed(env_seed: int, task_id: TaskId) -> int:
     """The reset seed of ``task_id`` under a generation's env seed: the same for every candidate (common
     random numbers) and independent of the task's position in the batch."""
@@ -54,35 +51,7 @@ def episode_seed(env_seed: int, task_id: TaskId) -> int:
         word = task_id & ((1 << 64) - 1)
     else:
         word = int.from_bytes(hashlib.sha1(str(task_id).encode()).digest()[:8], "little")
-    return derive_seed(int(env_seed), word) % EPISODE_SEED_BOUND
-
-
-def check_rows(values: torch.Tensor | Sequence[Sequence[float]], pool_sizes: Sequence[int],
-               slot_names: Sequence[str]) -> list[CandidateRow]:
-    """Decode ``(N, 3 + n_slots)`` rows and check them against the prompt pools; raises
-    :class:`CandidateRowError` naming the row, the slot and the bad value."""
-    tensor = torch.as_tensor(values, dtype=torch.float64)
-    width = FIXED_COLUMNS + len(pool_sizes)
-    if tensor.ndim != 2 or tensor.shape[1] != width:
-        got = tensor.shape[1] - FIXED_COLUMNS if tensor.ndim == 2 else None
-        raise CandidateRowError(
-            f"candidate rows must have shape (N, {width}): {FIXED_COLUMNS} fixed columns and "
-            f"{len(pool_sizes)} prompt slots {list(slot_names)}; got shape {tuple(tensor.shape)}"
-            + (f" ({got} prompt slot(s))" if got is not None else ""))
-    rows = []
-    for i, values_i in enumerate(tensor):
-        if not torch.isfinite(values_i).all():
-            raise CandidateRowError(f"row {i} has non-finite values: {values_i.tolist()}")
-        try:
-            row = decode_row(values_i)
-        except ValueError as exc:
-            raise CandidateRowError(f"row {i}: {exc}") from None
-        for slot, size, pid in zip(slot_names, pool_sizes, row.prompt_ids, strict=True):
-            if not 0 <= pid < size:
-                raise CandidateRowError(f"row {i}: prompt id {pid} out of range for slot {slot!r} "
-                                        f"(it has {size} variant(s): ids 0..{size - 1})")
-        rows.append(row)
-    return rows
+    return derive_seed(int(env_seed), word) % SEED_BOUND
 
 
 @dataclass
