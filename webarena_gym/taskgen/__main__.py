@@ -1,4 +1,5 @@
-"""``python -m webarena_gym.taskgen --out DIR [--seed N] [--check]``: write or check the task files."""
+"""``python -m webarena_gym.taskgen --out DIR [--seed N] [--check]``: write or check the task files (the
+bundled ``embedded_<split>.json`` and the tier files ``embedded_tier<t>_<split>.json``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 from pathlib import Path
 
 from webarena_gym.taskgen.build import DEFAULT_TASK_SEED, generate, render
+from webarena_gym.taskgen.tiers import generate_tiers
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=DEFAULT_TASK_SEED, help="seed of the instance sampling")
     parser.add_argument("--check", action="store_true", help="compare with the files in --out, write nothing")
     args = parser.parse_args(argv)
-    splits = generate(args.seed)
+    splits = {**generate(args.seed), **generate_tiers(args.seed)}
     stale = []
     if not args.check:
         args.out.mkdir(parents=True, exist_ok=True)

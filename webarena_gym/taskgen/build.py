@@ -66,6 +66,15 @@ def split_of(template: Template, index: int, count: int) -> str:
     return "test" if index == count - 1 and count > 1 else "train"
 
 
+def bundled_positions(template: Template, n_candidates: int, seed: int = DEFAULT_TASK_SEED) -> list[int]:
+    """Positions, in the order sampled, of the instances of ``template`` (out of ``n_candidates``) that the
+    bundled ``train`` / ``test`` / ``test_unseen`` files hold (the tier files never reuse them)."""
+    count = min(sample_count(template), n_candidates)
+    if count == 0:
+        raise ValueError(f"template {template.slug}: the seeded world supports no instance")
+    return random.Random(f"{seed}/{template.template_id}").sample(range(n_candidates), count)
+
+
 def generate(
     seed: int = DEFAULT_TASK_SEED, *, world_seed: int | None = None
 ) -> dict[str, list[dict[str, Any]]]:
@@ -83,11 +92,8 @@ def generate(
             keys = [json.dumps(i.values, sort_keys=True) for i in candidates]
             if len(set(keys)) != len(keys):
                 raise ValueError(f"template {template.slug}: two instances share their values")
-            count = min(sample_count(template), len(candidates))
-            if count == 0:
-                raise ValueError(f"template {template.slug}: the seeded world supports no instance")
-            rng = random.Random(f"{seed}/{template.template_id}")
-            chosen = rng.sample(range(len(candidates)), count)
+            chosen = bundled_positions(template, len(candidates), seed)
+            count = len(chosen)
             for index, position in enumerate(chosen):
                 entries.append(
                     _entry(template, candidates[position], len(entries), split_of(template, index, count))

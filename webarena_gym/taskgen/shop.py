@@ -255,7 +255,7 @@ def place_order(data: SiteData) -> list[Instance]:
             locators.ORDER_ITEM_LINES,
             must=[f"{product['name']} x Ordered: {qty}"],
         )
-        cart = f"My Cart ({qty} item{'' if qty == 1 else 's'})"
+        cart = f"My Cart ({qty} items)"  # the header says "items" whatever the count
         out.append(
             Instance(
                 {"qty": qty, "product": product["name"]},

@@ -1,0 +1,229 @@
+"""The horizon ladder of the bundled task set (``webarena_gym.taskgen.tiers``): tier files and split names,
+reference lengths as declared, split sizes and held-out semantics, byte-identical regeneration, trivial
+answers offline; and through the real env (one shared env on every tier split): every reference solution
+scores 1.0 and trivial policies score 0."""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+import webarena_gym
+from webarena_gym import load_tasks
+from webarena_gym.embedded import DATA_DIR, SPLIT_GROUPS, SPLITS, TIER_SPLITS, TIERS, default_tasks
+from webarena_gym.errors import TaskConfigError
+from webarena_gym.evaluators import EvalContext, OfflineJudge, build_evaluator
+from webarena_gym.reference import ReferenceSolutionError, parse_axtree, run_reference
+from webarena_gym.taskgen import all_templates, render
+from webarena_gym.taskgen import tiers as taskgen_tiers
+from webarena_gym.tasks import SiteURLs, TaskConfig
+
+BUNDLED_FILE_DIGESTS = {
+    "train": "76fed3883bce65883881426b5f620adc9b79b3ac896c1d1dc1b8a278c5e77ab7",
+    "test": "b59c0ce5ec204b9e64b7f240140294cfa9dafb9f5e6a7b3aca8c4ccb892425a4",
+    "test_unseen": "18655ff6a7f6d027bee544e1d59195bb0869131681d6a43289036ff6cf54b117",
+}
+"""SHA-256 of the bundled files as committed before the tiers (bebb63d): the tiers leave them unchanged."""
+SITE_FAMILIES = ("shopping", "shopping_admin", "reddit")
+MIN_HELD_OUT = 30
+MIN_TRAIN = 30
+SITES = SiteURLs(
+    shopping="http://127.0.0.1:7770",
+    shopping_admin="http://127.0.0.1:7780/admin",
+    reddit="http://127.0.0.1:9999",
+)
+TRIVIAL_ANSWERS = ("", "N/A", "hello", "0", "1", "yes", "no", "none")
+
+
+@pytest.fixture(scope="module")
+def tier_tasks() -> dict[str, list[TaskConfig]]:
+    return {split: load_tasks(f"embedded:{split}") for split in TIER_SPLITS}
+
+
+def _tier_of(split: str) -> int:
+    return int(split.split("_", 1)[0].removeprefix("tier"))
+
+
+# ------------------------------------------------------------------------------------------ offline checks
+
+
+def test_split_names_and_groups() -> None:
+    assert taskgen_tiers.TIER_SPLITS == TIER_SPLITS and taskgen_tiers.TIERS == TIERS
+    assert len(default_tasks("all")) == 157, "'all' is the three bundled splits, as before the tiers"
+    for tier in TIERS:
+        group = [t.task_id for t in default_tasks(f"tier{tier}")]
+        parts = [t.task_id for s in SPLIT_GROUPS[f"tier{tier}"] for t in default_tasks(s)]
+        assert group == sorted(parts) and len(set(group)) == len(group)
+    assert len(default_tasks("tiers")) == sum(len(default_tasks(s)) for s in TIER_SPLITS)
+    with pytest.raises(TaskConfigError, match="tier4_train"):
+        default_tasks("tier4_train")
+    with pytest.raises(TaskConfigError, match="unknown embedded split"):
+        load_tasks("embedded:tier1_validation")
+
+
+def test_tier_lengths_sizes_and_sites(tier_tasks: dict[str, list[TaskConfig]]) -> None:
+    for split, tasks in tier_tasks.items():
+        tier = _tier_of(split)
+        low, high = taskgen_tiers.TIER_STEPS[tier]
+        for task in tasks:
+            steps = len(task.extras["reference_solution"])
+            assert task.extras["split"] == split and task.extras["tier"] == tier
+            assert low <= steps and (high is None or steps <= high), (task.task_id, steps)
+            assert task.intent_template_id == tier * 1000 + task.extras["base_template_id"]
+            assert tier * 10000 <= task.task_id < (tier + 1) * 10000
+    for tier in TIERS:
+        train, test, unseen = (tier_tasks[f"tier{tier}_{s}"] for s in SPLITS)
+        assert len(train) >= MIN_TRAIN and len(test) + len(unseen) >= MIN_HELD_OUT, tier
+        for family in SITE_FAMILIES:
+            assert any(t.sites == (family,) for t in train), (tier, family)
+            assert any(t.sites == (family,) for t in test + unseen), (tier, family)
+        assert {len(t.sites) for t in train + test + unseen} == {1}, "one site family per tier task"
+
+
+def test_held_out_semantics_and_ids(tier_tasks: dict[str, list[TaskConfig]]) -> None:
+    bundled = load_tasks("embedded")
+    every = bundled + [t for tasks in tier_tasks.values() for t in tasks]
+    ids = [t.task_id for t in every]
+    assert len(set(ids)) == len(ids), "task ids collide"
+    intents = Counter(t.intent for t in every)
+    assert not [i for i, n in intents.items() if n > 1], "an intent repeats across the task files"
+    unseen = {t.template_id for t in all_templates() if t.unseen}
+    trained_bases: set[int] = {t.intent_template_id for t in bundled if t.extras["split"] == "train"}  # type: ignore[misc]
+    for split, tasks in tier_tasks.items():
+        bases = {t.extras["base_template_id"] for t in tasks}
+        if split.endswith("_train"):
+            trained_bases |= bases
+        if split.endswith("_test_unseen"):
+            assert bases <= unseen, split
+        if split.endswith("_test"):
+            templates = {t.intent_template_id for t in tasks}
+            train = {t.intent_template_id for t in tier_tasks[split.replace("_test", "_train")]}
+            assert templates <= train, f"{split} holds new instances of its tier's training templates"
+    assert not trained_bases & unseen, "a template some test_unseen split holds is trained on"
+
+
+def test_bundled_files_unchanged() -> None:
+    digests = {s: hashlib.sha256((DATA_DIR / f"embedded_{s}.json").read_bytes()).hexdigest() for s in SPLITS}
+    assert digests == BUNDLED_FILE_DIGESTS
+
+
+def test_generation_is_reproducible() -> None:
+    generated = taskgen_tiers.generate_tiers()
+    assert list(generated) == list(TIER_SPLITS)
+    for split, entries in generated.items():
+        path = DATA_DIR / taskgen_tiers.tier_file_name(split)
+        assert render(entries) == path.read_text(encoding="utf-8"), f"{path.name} is stale"
+
+
+def _score(task: TaskConfig, answer: str) -> float:
+    ctx = EvalContext(answer=answer, page=None, context=None, sites=SITES, judge=OfflineJudge(),  # type: ignore[arg-type]
+                      rules="webarena_lite")
+    return build_evaluator(task)(ctx).score
+
+
+def test_string_tasks_reject_trivial_answers(tier_tasks: dict[str, list[TaskConfig]]) -> None:
+    string_tasks = [t for ts in tier_tasks.values() for t in ts if t.eval.eval_types == ("string_match",)]
+    assert len(string_tasks) >= 50
+    for task in string_tasks:
+        assert _score(task, task.extras["reference_solution"][-1]["answer"]) == 1.0, task.task_id
+        for answer in TRIVIAL_ANSWERS:
+            assert _score(task, answer) == 0.0, (task.task_id, answer)
+
+
+def test_url_tasks_do_not_start_on_their_target(tier_tasks: dict[str, list[TaskConfig]]) -> None:
+    for tasks in tier_tasks.values():
+        for task in tasks:
+            if task.eval.eval_types == ("url_match",):
+                start = SITES.resolve(task.start_urls[0])
+                assert not any(SITES.resolve(u) in start for u in task.eval.reference_urls), task.task_id
+
+
+def test_cotrain_config_reads_tier_splits() -> None:
+    from cotrain.config import EnvConfig, EvalConfig
+    from cotrain.tasks import eval_task_ids, train_task_ids
+
+    env = EnvConfig(split="tier1_train", worker_split="tier1")
+    train = train_task_ids(env)
+    held_out = eval_task_ids(env, EvalConfig(split="tier1_test"), n_tasks=0)
+    assert set(train) == {t.task_id for t in default_tasks("tier1_train")}
+    assert set(held_out) == {t.task_id for t in default_tasks("tier1_test")}
+    worker = {t.task_id for t in default_tasks(env.worker_split)}
+    assert set(train) | set(held_out) <= worker
+
+
+# ------------------------------------------------------------------------------------- through the real env
+
+
+@pytest.fixture(scope="module")
+def tiers_env(chromium_path: str) -> Iterator[gym.Env]:
+    """One default-world env over every tier split, shared by the module's browser tests."""
+    env = gym.make(webarena_gym.ENV_ID, browser={"executable_path": chromium_path}, split="tiers")
+    yield env
+    env.close()
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.parametrize("tier", TIERS)
+def test_every_tier_reference_solution_scores_one(
+    tiers_env: gym.Env, tier: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = [t for t in tiers_env.unwrapped.tasks if t.extras["tier"] == tier]
+    assert tasks
+    failures: list[str] = []
+    seconds: list[float] = []
+    for task in tasks:
+        try:
+            result = run_reference(tiers_env, task)
+        except ReferenceSolutionError as exc:
+            failures.append(str(exc))
+            continue
+        seconds.append(result.seconds)
+        if result.reward != 1.0:
+            failures.append(f"task {task.task_id}: reward {result.reward}: {result.info.get('eval')}")
+    with capsys.disabled():
+        print(f"\ntier {tier}: replayed {len(seconds)} reference solutions in {sum(seconds):.0f}s "
+              f"(per task median {statistics.median(seconds or [0]):.1f}s)")
+    assert not failures, "\n".join(failures)
+
+
+def _episode(env: gym.Env, task: TaskConfig, first: Callable[[dict[str, Any]], str] | None,
+             answer: str) -> float:
+    obs, _ = env.reset(options={"task_id": task.task_id})
+    if first is not None:
+        obs, _, terminated, _, _ = env.step(first(obs))
+        assert not terminated
+    _, reward, terminated, _, info = env.step(f"stop [{answer}]")
+    assert terminated and info["episode_end"] == "stop"
+    return float(reward)
+
+
+def _first_link(obs: dict[str, Any]) -> str:
+    return f"click [{next(x for x in parse_axtree(obs['axtree']) if x.role == 'link').element_id}]"
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_trivial_policies_score_zero(tiers_env: gym.Env) -> None:
+    """Scroll then stop with an empty answer (the page and the sites as the start left them) on every task
+    whose score depends on the page or the sites; stop [N/A] at once, and a fixed click (the first link) then
+    stop, on one task of every tier template. String answers are checked exhaustively offline above."""
+    tasks: list[TaskConfig] = tiers_env.unwrapped.tasks
+    per_template: dict[int | None, TaskConfig] = {}
+    for task in tasks:
+        per_template.setdefault(task.intent_template_id, task)
+    scored: dict[str, float] = defaultdict(float)
+    for task in tasks:
+        if task.eval.eval_types != ("string_match",):
+            scored[f"{task.task_id} scroll"] = _episode(tiers_env, task, lambda _: "scroll [down]", "")
+    for task in per_template.values():
+        scored[f"{task.task_id} stop N/A"] = _episode(tiers_env, task, None, "N/A")
+        scored[f"{task.task_id} click"] = _episode(tiers_env, task, _first_link, "")
+    assert len(scored) >= 150
+    assert not {k: v for k, v in scored.items() if v != 0.0}
