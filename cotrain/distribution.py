@@ -37,7 +37,7 @@ population.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -45,9 +45,10 @@ import torch
 from evotorch.distributions import Distribution
 
 from cotrain.distribution_config import CoEvolutionConfig
+from cotrain.errors import DistributionError
 from cotrain.schedule import cosine_sigma
 from cotrain.shaping import ShapingConfig, as_reward_matrix, shape_fitness
-from es_agent.rows import FIXED_COLUMNS, SEED_BOUND
+from es_agent.rows import FIXED_COLUMNS, SEED_BOUND, check_rows
 from es_agent.updates import WeightUpdate
 
 SERIAL_FORMAT = "cotrain.CoEvolutionDistribution/1"
@@ -56,14 +57,30 @@ SERIAL_FORMAT = "cotrain.CoEvolutionDistribution/1"
 _CONFIG_FIELDS = tuple(f.name for f in fields(CoEvolutionConfig))
 
 
+@dataclass(frozen=True)
+class DistributionStep:
+    """One update of the distribution (:meth:`CoEvolutionDistribution.step`)."""
+
+    distribution: CoEvolutionDistribution
+    """The next generation's distribution."""
+    update: WeightUpdate
+    """The weight update to apply to every replica (may be empty)."""
+    shaped_weights: torch.Tensor
+    """One shaped weight per candidate (float64), all 0 when the fitnesses tie."""
+    empty_reason: str | None
+    """Why :attr:`update` is empty (``None`` when it is not)."""
+
+
 def project_to_floor(probs: torch.Tensor | Sequence[float], floor: float) -> torch.Tensor:
     """Renormalise ``probs`` and lift each entry to at least ``floor``, rescaling the others (sum stays 1)."""
     p = torch.as_tensor(probs, dtype=torch.float64).detach().cpu().clone().reshape(-1)
     k = p.numel()
     if k < 1 or not torch.isfinite(p).all() or (p < 0).any() or float(p.sum()) <= 0:
-        raise ValueError(f"probabilities must be finite, non-negative and not all zero, got {p.tolist()}")
+        raise DistributionError(
+            f"probabilities must be finite, non-negative and not all zero, got {p.tolist()}"
+        )
     if k * floor > 1 + 1e-12:
-        raise ValueError(f"prob_floor={floor} is infeasible for {k} variants (needs {k} * floor <= 1)")
+        raise DistributionError(f"prob_floor={floor} is infeasible for {k} variants (needs {k} * floor <= 1)")
     if k * floor >= 1 - 1e-12:
         return torch.full((k,), 1.0 / k, dtype=torch.float64)
     p = p / p.sum()
@@ -116,12 +133,14 @@ class CoEvolutionDistribution(Distribution):
         unknown = set(parameters) - self.MANDATORY_PARAMETERS - self.OPTIONAL_PARAMETERS
         missing = self.MANDATORY_PARAMETERS - set(parameters)
         if unknown or missing:
-            raise ValueError(
+            raise DistributionError(
                 f"CoEvolutionDistribution parameters: unknown {sorted(unknown)}, missing {sorted(missing)};"
                 f" mandatory {sorted(self.MANDATORY_PARAMETERS)}, optional {sorted(self.OPTIONAL_PARAMETERS)}"
             )
         if dtype is not None and _torch_dtype(dtype) != torch.float64:
-            raise ValueError(f"candidate rows are float64 (exact seeds); dtype {dtype} is not supported")
+            raise DistributionError(
+                f"candidate rows are float64 (exact seeds); dtype {dtype} is not supported"
+            )
         config = CoEvolutionConfig(
             **{name: _plain(parameters[name]) for name in _CONFIG_FIELDS if name in parameters}
         )
@@ -132,7 +151,7 @@ class CoEvolutionDistribution(Distribution):
             device = probs[0].device if probs else torch.device("cpu")
         n_columns = FIXED_COLUMNS + len(probs)
         if solution_length is not None and int(solution_length) != n_columns:
-            raise ValueError(
+            raise DistributionError(
                 f"solution_length={solution_length} but {len(probs)} slots need {n_columns} columns"
             )
         normalised = {
@@ -149,11 +168,13 @@ class CoEvolutionDistribution(Distribution):
         for slot, values in enumerate(raw):
             p = torch.as_tensor(values, dtype=torch.float64).detach().clone()
             if p.ndim != 1 or p.numel() < 1:
-                raise ValueError(
+                raise DistributionError(
                     f"prompt_probs[{slot}] must be a non-empty 1-D vector, got shape {tuple(p.shape)}"
                 )
             if not torch.isfinite(p).all() or (p < 0).any() or abs(float(p.sum()) - 1.0) > 1e-6:
-                raise ValueError(f"prompt_probs[{slot}] must be a probability vector, got {p.tolist()}")
+                raise DistributionError(
+                    f"prompt_probs[{slot}] must be a probability vector, got {p.tolist()}"
+                )
             if float(p.min()) < floor or abs(float(p.sum()) - 1.0) > 1e-12:
                 p = project_to_floor(p, floor).to(p.device)
             out.append(p)
@@ -174,13 +195,15 @@ class CoEvolutionDistribution(Distribution):
         config = config or CoEvolutionConfig()
         sizes = [int(k) for k in pool_sizes]
         if any(k < 1 for k in sizes):
-            raise ValueError(f"every prompt pool needs at least one variant, got sizes {sizes}")
+            raise DistributionError(f"every prompt pool needs at least one variant, got sizes {sizes}")
         if initial_probs is None:
             probs = [torch.full((k,), 1.0 / k, dtype=torch.float64) for k in sizes]
         else:
             probs = [torch.as_tensor(p, dtype=torch.float64) for p in initial_probs]
             if [p.numel() for p in probs] != sizes:
-                raise ValueError(f"initial_probs sizes {[p.numel() for p in probs]} != pool_sizes {sizes}")
+                raise DistributionError(
+                    f"initial_probs sizes {[p.numel() for p in probs]} != pool_sizes {sizes}"
+                )
         probs = [project_to_floor(p, config.prob_floor) for p in probs]
         return cls({**asdict(config), "prompt_probs": tuple(probs), "base_seed": base_seed, "generation": 0})
 
@@ -243,16 +266,28 @@ class CoEvolutionDistribution(Distribution):
     # ----- sampling -----------------------------------------------------------------------------------------
 
     def sample_rows(self, num: int, generator: Any = None) -> torch.Tensor:
-        """``num`` candidate rows, float64 ``(num, 3 + n_slots)``.
+        """``num`` candidate rows, float64 ``(num, 3 + n_slots)`` (:meth:`sample_into` a new tensor).
 
         ``generator`` defaults to :meth:`make_generator` (reproducible from the checkpoint); a torch generator
         or an object with a ``generator`` attribute (EvoTorch's convention) may be given instead.
         """
-        num = int(num)
+        rows = torch.empty((int(num), self.solution_length), dtype=torch.float64, device=self.device)
+        self.sample_into(rows, generator)
+        return rows
+
+    def sample_into(self, out: torch.Tensor, generator: Any = None) -> int:
+        """Write ``len(out)`` candidate rows into ``out`` (float64 ``(N, 3 + n_slots)``, e.g. a population's
+        ``batch.access_values()``) and return the generation's env seed, the first draw of the generator
+        (written into every row's env-seed column: common random numbers). ``generator`` as in
+        :meth:`sample_rows`."""
+        if out.ndim != 2 or tuple(out.shape[1:]) != (self.solution_length,) or out.dtype != torch.float64:
+            raise DistributionError(f"rows go into a float64 (N, {self.solution_length}) tensor, got "
+                                    f"{out.dtype} {tuple(out.shape)}")
+        num = int(out.shape[0])
         p = self.parameters
         paired = p["evolve_weights"] and p["antithetic"]
         if num < 1 or (paired and num % 2):
-            raise ValueError(
+            raise DistributionError(
                 f"population size must be >= 1{' and even (antithetic pairs)' if paired else ''}, got {num}"
             )
         gen = _resolve_generator(generator) or self.make_generator()
@@ -281,10 +316,11 @@ class CoEvolutionDistribution(Distribution):
         rows[:, 2] = float(env_seed)
         for slot, slot_ids in enumerate(ids):
             rows[:, FIXED_COLUMNS + slot] = slot_ids.to(torch.float64)
-        return rows.to(self.device)
+        out[:] = rows.to(out.device)
+        return env_seed
 
     def _fill(self, out: torch.Tensor, *, generator: Any = None) -> None:
-        out[:] = self.sample_rows(out.shape[0], generator)
+        self.sample_into(out, generator)
 
     @classmethod
     def functional_sample(cls, num_solutions: int, parameters: dict) -> torch.Tensor:
@@ -301,27 +337,42 @@ class CoEvolutionDistribution(Distribution):
     ) -> tuple[CoEvolutionDistribution, WeightUpdate]:
         """Shape ``rewards`` ``(n, n_tasks)`` of the sampled ``rows`` and return the next distribution and the
         weight update (empty when all rewards are equal or weights are not evolved)."""
+        step = self.step(rows, rewards, shaping)
+        return step.distribution, step.update
+
+    def step(
+        self,
+        rows: torch.Tensor,
+        rewards: torch.Tensor | Sequence[Sequence[float]],
+        shaping: ShapingConfig | None = None,
+    ) -> DistributionStep:
+        """:meth:`update` with what it was computed from: the shaped weights, and why the weight update is
+        empty when it is (:class:`DistributionStep`)."""
         shaping = shaping or ShapingConfig()
         matrix = as_reward_matrix(rewards)
         if matrix.shape[0] != rows.shape[0]:
-            raise ValueError(f"{rows.shape[0]} rows but rewards for {matrix.shape[0]} candidates")
-        gradients = self._compute_gradients(rows, shape_fitness(matrix, shaping), shaping.method)
-        return self.update_parameters(gradients), self.weight_update_from(gradients)
+            raise DistributionError(f"{rows.shape[0]} rows but rewards for {matrix.shape[0]} candidates")
+        weights = shape_fitness(matrix, shaping)
+        gradients = self._compute_gradients(rows, weights, shaping.method)
+        update = self.weight_update_from(gradients)
+        reason = None
+        if update.is_empty:
+            if not self.parameters["evolve_weights"]:
+                reason = "weights are not evolved (evolve_weights = false)"
+            elif not bool((weights != 0).any()):
+                reason = "every candidate's fitness ties: the shaped weights are all 0 (no signal)"
+            else:
+                reason = "the coefficients of every seed cancel out"
+        return DistributionStep(self.update_parameters(gradients), update, weights, reason)
 
     def _split_rows(self, rows: torch.Tensor) -> tuple[list[int], torch.Tensor, torch.Tensor]:
-        rows = torch.as_tensor(rows, dtype=torch.float64).detach().cpu()
-        if rows.ndim != 2 or rows.shape[1] != self.solution_length or rows.shape[0] < 1:
-            raise ValueError(f"expected rows of shape (N, {self.solution_length}), got {tuple(rows.shape)}")
-        integral = torch.cat([rows[:, :1], rows[:, 2:]], dim=1)
-        if not torch.isfinite(rows).all() or (integral != integral.round()).any() or (integral < 0).any():
-            raise ValueError("rows hold non-integral or negative seeds / prompt ids")
-        ids = rows[:, FIXED_COLUMNS:].to(torch.int64)
-        for slot, size in enumerate(self.pool_sizes):
-            if ids.shape[0] and int(ids[:, slot].max()) >= size:
-                raise ValueError(
-                    f"prompt id {int(ids[:, slot].max())} out of range for slot {slot} (size {size})"
-                )
-        return [int(s) for s in rows[:, 0].tolist()], rows[:, 1].clone(), ids
+        """Seeds, signed sigmas and prompt ids of rows checked by :func:`es_agent.rows.check_rows`."""
+        checked = check_rows(rows, self.pool_sizes)
+        seeds = [r.noise_seed for r in checked]
+        sigmas = torch.tensor([r.sigma for r in checked], dtype=torch.float64)
+        ids = torch.tensor([r.prompt_ids for r in checked], dtype=torch.int64)
+        ids = ids.reshape(len(checked), self.n_slots)
+        return seeds, sigmas, ids
 
     def _compute_gradients(
         self, samples: torch.Tensor, weights: torch.Tensor, ranking_used: str | None
@@ -335,9 +386,9 @@ class CoEvolutionDistribution(Distribution):
         seeds, signed_sigmas, ids = self._split_rows(samples)
         w = torch.as_tensor(weights, dtype=torch.float64).detach().cpu().reshape(-1)
         if w.numel() != len(seeds):
-            raise ValueError(f"{len(seeds)} rows but {w.numel()} weights")
+            raise DistributionError(f"{len(seeds)} rows but {w.numel()} weights")
         if not torch.isfinite(w).all():
-            raise ValueError("weights contain NaN or inf")
+            raise DistributionError("weights contain NaN or inf")
         p = self.parameters
         coeff_by_seed: dict[int, float] = {}
         centred = w - w.mean()
@@ -376,17 +427,17 @@ class CoEvolutionDistribution(Distribution):
         ``learning_rates["prompt_probs"]``, default ``prompt_learning_rate``), floor applied, generation + 1.
         The weight part lives in the workers: apply ``weight_update_from(gradients)`` there."""
         if optimizers:
-            raise ValueError(
+            raise DistributionError(
                 "CoEvolutionDistribution takes no optimizers: its weight step is a (seed, coeff) list"
             )
         alpha = float((learning_rates or {}).get("prompt_probs", self.parameters["prompt_learning_rate"]))
         if not 0 <= alpha <= 1:
-            raise ValueError(f"prompt learning rate must lie in [0, 1], got {alpha}")
+            raise DistributionError(f"prompt learning rate must lie in [0, 1], got {alpha}")
         probs = self.parameters["prompt_probs"]
         shares = gradients.get("prompt_shares", ())
         if shares:
             if len(shares) != len(probs):
-                raise ValueError(f"{len(shares)} prompt shares for {len(probs)} slots")
+                raise DistributionError(f"{len(shares)} prompt shares for {len(probs)} slots")
             floor = self.parameters["prob_floor"]
             probs = tuple(
                 project_to_floor((1 - alpha) * q.cpu() + alpha * s.cpu(), floor).to(q.device)
@@ -401,7 +452,7 @@ class CoEvolutionDistribution(Distribution):
         probs = list(self.parameters["prompt_probs"])
         slot = self._checked_slot(slot)
         if not 0 < mass < 1:
-            raise ValueError(f"mass of a new variant must lie in (0, 1), got {mass}")
+            raise DistributionError(f"mass of a new variant must lie in (0, 1), got {mass}")
         old = probs[slot].cpu()
         grown = torch.cat([(1 - mass) * old, torch.tensor([float(mass)], dtype=torch.float64)])
         probs[slot] = project_to_floor(grown, self.parameters["prob_floor"]).to(probs[slot].device)
@@ -413,11 +464,11 @@ class CoEvolutionDistribution(Distribution):
         slot = self._checked_slot(slot)
         size = probs[slot].numel()
         if size < 2:
-            raise ValueError(f"slot {slot} has a single variant: a pool cannot become empty")
+            raise DistributionError(f"slot {slot} has a single variant: a pool cannot become empty")
         if not 0 <= idx < size:
-            raise ValueError(f"variant {idx} out of range for slot {slot} (size {size})")
+            raise DistributionError(f"variant {idx} out of range for slot {slot} (size {size})")
         if not self.parameters["evolve_prompts"] and idx == self.most_probable_prompt_ids()[slot]:
-            raise ValueError(
+            raise DistributionError(
                 f"prompts are frozen (evolve_prompts=False): variant {idx} of slot {slot} is in use"
             )
         kept = torch.cat([probs[slot][:idx], probs[slot][idx + 1 :]]).cpu()
@@ -426,7 +477,7 @@ class CoEvolutionDistribution(Distribution):
 
     def _checked_slot(self, slot: int) -> int:
         if not 0 <= int(slot) < self.n_slots:
-            raise ValueError(f"slot {slot} out of range: the distribution has {self.n_slots} slots")
+            raise DistributionError(f"slot {slot} out of range: the distribution has {self.n_slots} slots")
         return int(slot)
 
     # ----- checkpoints --------------------------------------------------------------------------------------
@@ -446,7 +497,7 @@ class CoEvolutionDistribution(Distribution):
     def from_dict(cls, data: dict[str, Any]) -> CoEvolutionDistribution:
         """Inverse of :meth:`to_dict`."""
         if data.get("format") != SERIAL_FORMAT:
-            raise ValueError(f"expected format {SERIAL_FORMAT!r}, got {data.get('format')!r}")
+            raise DistributionError(f"expected format {SERIAL_FORMAT!r}, got {data.get('format')!r}")
         return cls(dict(data["parameters"]))
 
     def __repr__(self) -> str:
@@ -466,7 +517,7 @@ def _plain(value: Any) -> Any:
 def _non_negative_int(name: str, value: Any) -> int:
     value = _plain(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
-        raise ValueError(f"{name} must be an int in [0, 2**63), got {value!r}")
+        raise DistributionError(f"{name} must be an int in [0, 2**63), got {value!r}")
     return value
 
 
@@ -475,4 +526,4 @@ def _torch_dtype(dtype: Any) -> torch.dtype:
         return dtype
     if dtype in (float, "float64", "double", np.float64):
         return torch.float64
-    raise ValueError(f"candidate rows are float64 (exact seeds); dtype {dtype!r} is not supported")
+    raise DistributionError(f"candidate rows are float64 (exact seeds); dtype {dtype!r} is not supported")

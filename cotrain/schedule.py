@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from cotrain.errors import DistributionError
+
 
 def cosine_sigma(step: int, total_steps: int, sigma_0: float, sigma_min: float) -> float:
     """Cosine decay: ``sigma_0`` at ``step = 0``, ``sigma_min`` at ``step >= total_steps`` (clamped after).
@@ -17,9 +19,9 @@ def cosine_sigma(step: int, total_steps: int, sigma_0: float, sigma_min: float) 
     ``sigma = sigma_min + (sigma_0 - sigma_min) * (1 + cos(pi * t)) / 2``, non-increasing in ``step``.
     """
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise ValueError(f"step must be a non-negative int, got {step!r}")
+        raise DistributionError(f"step must be a non-negative int, got {step!r}")
     if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 1:
-        raise ValueError(f"total_steps must be an int >= 1, got {total_steps!r}")
+        raise DistributionError(f"total_steps must be an int >= 1, got {total_steps!r}")
     validate_sigma_range(sigma_0, sigma_min)
     if step == 0:
         return float(sigma_0)
@@ -30,11 +32,12 @@ def cosine_sigma(step: int, total_steps: int, sigma_0: float, sigma_min: float) 
 
 
 def validate_sigma_range(sigma_0: float, sigma_min: float) -> None:
-    """Raise ``ValueError`` unless ``0 <= sigma_min <= sigma_0``, ``sigma_0 > 0`` and both are finite."""
+    """Raise :class:`~cotrain.errors.DistributionError` (a ``ValueError``) unless
+    ``0 <= sigma_min <= sigma_0``, ``sigma_0 > 0`` and both are finite."""
     for name, value in (("sigma_0", sigma_0), ("sigma_min", sigma_min)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"{name} must be a finite number, got {value!r}")
+            raise DistributionError(f"{name} must be a finite number, got {value!r}")
     if sigma_0 <= 0:
-        raise ValueError(f"sigma_0 must be > 0, got {sigma_0}")
+        raise DistributionError(f"sigma_0 must be > 0, got {sigma_0}")
     if not 0 <= sigma_min <= sigma_0:
-        raise ValueError(f"sigma_min must lie in [0, sigma_0={sigma_0}], got {sigma_min}")
+        raise DistributionError(f"sigma_min must lie in [0, sigma_0={sigma_0}], got {sigma_min}")

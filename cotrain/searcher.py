@@ -1,14 +1,17 @@
 """``CoEvolutionES``: the EvoTorch search algorithm of prompt-parameter co-evolution.
 
-One generation (``step()`` wraps ``_step()``, EvoTorch style):
+One generation (``step()`` wraps ``_step()``, EvoTorch style; the problem is any
+:class:`~cotrain.protocols.SearchProblem`, e.g. ``AgentProblem``):
 
 1. draw the generation's task batch from the training tasks (a generator seeded by ``(seed, generation)``);
    every candidate runs the same tasks with the same env seed (common random numbers);
-2. sample candidate rows from the :class:`~cotrain.distribution.CoEvolutionDistribution` (seeded by its base
-   seed and generation) and evaluate them through the problem (``AgentProblem``: ``set_task_batch``, then
-   EvoTorch's ``evaluate`` of a ``SolutionBatch`` of the rows);
-3. shape the per-task rewards, update the distribution, and send the weight update (a ``(seed, coeff)`` list)
-   to the workers with ``problem.push_update``;
+2. as EvoTorch's Gaussian searchers do: sample the candidate rows into the population
+   (``distribution.sample_into(batch.access_values())``, seeded by the distribution's base seed and
+   generation; it returns the generation's env seed, which the searcher keeps), ``problem.evaluate`` the
+   batch (after ``set_task_batch``), and read back the rows from ``batch.access_values()`` and the fitness
+   (evals column 0) and per-task rewards (columns ``1..T``) from ``batch.access_evals()``;
+3. shape the per-task rewards and update the distribution (``distribution.step``), and send the weight update
+   (a :class:`~es_agent.updates.WeightUpdate`) to the workers with ``problem.push_update``;
 4. let the optional :class:`~cotrain.prompt_evolution.PromptEvolver` grow or prune the pools (sent with
    ``problem.set_prompt_pools``);
 5. every ``eval_every`` generations, evaluate the centre (sigma 0, most probable prompts) on held-out tasks;
@@ -16,8 +19,10 @@ One generation (``step()`` wraps ``_step()``, EvoTorch style):
    and keep :attr:`last_record`, the generation's entry of the run's update log.
 
 Status keys beyond the contract: ``best_genome`` (slot -> id of the most probable variant), ``task_batch``,
-``env_seed``, ``update_size`` (seeds in the weight update), ``pool_sizes``, ``pool_changes`` (count) and
-``seconds_prompt_evolution``; ``centre_eval`` also carries ``reward_mean`` and per-task ``rewards``.
+``env_seed``, ``update_size`` (seeds in the weight update), ``update_empty`` (bool) and, only when the update
+is empty, ``update_empty_reason`` (e.g. every fitness ties), ``pool_sizes``, ``pool_changes`` (count) and
+``seconds_prompt_evolution``; ``centre_eval`` (present only in the generations that evaluate the centre) also
+carries ``reward_mean`` and per-task ``rewards``. ``reward_mean/max/min`` are over the evals' fitness column.
 
 Ablations come from the distribution's config (``evolve_weights`` / ``evolve_prompts``).
 """
@@ -25,23 +30,27 @@ Ablations come from the distribution's config (``evolve_weights`` / ``evolve_pro
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from evotorch import Problem
 from evotorch.algorithms.searchalgorithm import SearchAlgorithm
 
 from cotrain.distribution import CoEvolutionDistribution
-from cotrain.errors import ConfigError
+from cotrain.errors import ConfigError, DistributionError
 from cotrain.prompt_evolution import FailureReport, PromptEvolver
+from cotrain.protocols import SearchProblem
 from cotrain.shaping import ShapingConfig
+from es_agent.worker import split_evals
 
 if TYPE_CHECKING:  # pragma: no cover
     from es_agent.prompts import PromptPools
 
 TaskId = int | str
+OPTIONAL_STATUS_KEYS = frozenset({"centre_eval", "update_empty_reason"})
+"""Status keys present only in the generations that report them (``centre_eval``: on the ``eval_every``
+schedule; ``update_empty_reason``: when the weight update is empty)."""
 _TASK_TAG = 0x7461736B  # "task": the task-batch stream, apart from the distribution's and the evolver's
 
 
@@ -74,18 +83,19 @@ class CoEvolutionES(SearchAlgorithm):
     ``eval_every`` generations (0: never).
     """
 
-    def __init__(self, problem: Problem, distribution: CoEvolutionDistribution, *, popsize: int,
+    def __init__(self, problem: SearchProblem, distribution: CoEvolutionDistribution, *, popsize: int,
                  train_tasks: Sequence[TaskId], tasks_per_generation: int, seed: int,
                  shaping: ShapingConfig | None = None, prompt_evolver: PromptEvolver | None = None,
                  eval_tasks: Sequence[TaskId] = (), eval_split: str = "held-out", eval_every: int = 0,
                  eval_env_seed: int = 0, start_generation: int = 0) -> None:
         SearchAlgorithm.__init__(self, problem)
+        self._search_problem = problem
         if distribution.generation != start_generation:
-            raise ValueError(f"the distribution is at generation {distribution.generation}, the searcher "
-                             f"starts after {start_generation}")
+            raise DistributionError(f"the distribution is at generation {distribution.generation}, the "
+                                    f"searcher starts after {start_generation}")
         if distribution.pool_sizes != tuple(problem.pools.sizes().values()):
-            raise ValueError(f"distribution pool sizes {distribution.pool_sizes} != problem pools "
-                             f"{tuple(problem.pools.sizes().values())}")
+            raise DistributionError(f"distribution pool sizes {distribution.pool_sizes} != problem pools "
+                                    f"{tuple(problem.pools.sizes().values())}")
         self._distribution = distribution
         self.popsize = int(popsize)
         self.train_tasks = tuple(train_tasks)
@@ -119,29 +129,31 @@ class CoEvolutionES(SearchAlgorithm):
     # ------------------------------------------------------------------------------------------ a generation
 
     def _step(self) -> None:
-        problem: Any = self._problem
+        problem = self._search_problem
         gen = self._steps_count + 1
         dist = self._distribution
         tasks = self.task_batch_for(gen)
-        rows = dist.sample_rows(self.popsize)
         problem.set_task_batch(tasks)
+        # EvoTorch's flow (GaussianSearchAlgorithm._step_non_distributed): sample into the population,
+        # evaluate it, update from its values and evals.
         batch = problem.generate_batch(self.popsize, empty=True)
-        batch.set_values(rows)
+        env_seed = dist.sample_into(batch.access_values())
         problem.evaluate(batch)
-        rewards = problem.per_task_rewards(batch).to(torch.float64)
+        rows = batch.access_values(keep_evals=True).detach().cpu().clone()
+        fitness, rewards = split_evals(batch.access_evals().detach().cpu().to(torch.float64), len(tasks))
         bytes_exchanged = int(problem.last_bytes_exchanged)
         timings = dict(problem.last_timings)
         workers = [dict(w) for w in problem.worker_status()]
         agree = problem.checksums_agree
 
         started = time.perf_counter()
-        new_dist, update = dist.update(rows, rewards, self.shaping)
+        step = dist.step(rows, rewards, self.shaping)
+        new_dist, update = step.distribution, step.update
         problem.push_update(gen, update)
         seconds_update = time.perf_counter() - started
 
         success = (rewards >= 1.0).to(torch.float64)
         per_task = {t: float(success[:, j].mean()) for j, t in enumerate(tasks)}
-        env_seed = int(rows[0, 2])
         started = time.perf_counter()
         changes = []
         if self.prompt_evolver is not None:
@@ -156,11 +168,9 @@ class CoEvolutionES(SearchAlgorithm):
         if self.eval_every and self.eval_tasks and gen % self.eval_every == 0:
             status["centre_eval"] = self.evaluate_centre()
             bytes_exchanged += int(problem.last_bytes_exchanged)
-        else:
-            # EvoTorch keeps every key ever reported (later as None); the contract says "dict or absent".
-            self._LazyReporter__getters.pop("centre_eval", None)  # type: ignore[attr-defined]
+        if step.empty_reason is not None:
+            status["update_empty_reason"] = step.empty_reason
         probs, texts, ids = prompt_state(new_dist, problem.pools)
-        fitness = rewards.mean(dim=1)
         n_rollouts = rewards.numel()
         status.update({
             "sigma": float(dist.sigma),
@@ -185,6 +195,7 @@ class CoEvolutionES(SearchAlgorithm):
             "task_batch": list(tasks),
             "env_seed": env_seed,
             "update_size": len(update),
+            "update_empty": update.is_empty,
             "pool_sizes": {name: len(v) for name, v in problem.pools.slots.items()},
             "pool_changes": len(changes),
         })
@@ -202,6 +213,19 @@ class CoEvolutionES(SearchAlgorithm):
             "distribution": new_dist.to_dict(),
         }
 
+    # ------------------------------------------------------------------------------------------ status
+
+    def iter_status_keys(self) -> Iterator[Any]:
+        """EvoTorch's status keys, without the optional keys (:data:`OPTIONAL_STATUS_KEYS`) this generation
+        did not report: EvoTorch keeps every key ever reported, the contract says "present or absent"."""
+        return (key for key in super().iter_status_keys()
+                if key not in OPTIONAL_STATUS_KEYS or self.is_status_computed(key))
+
+    def has_status_key(self, key: Any) -> bool:
+        """Whether ``key`` is in this generation's status (optional keys only when reported)."""
+        return bool(super().has_status_key(key)) and (key not in OPTIONAL_STATUS_KEYS
+                                                       or bool(self.is_status_computed(key)))
+
     # ------------------------------------------------------------------------------------------ centre
 
     def evaluate_centre(self, task_ids: Sequence[TaskId] | None = None,
@@ -212,7 +236,7 @@ class CoEvolutionES(SearchAlgorithm):
         if not tasks:
             raise ConfigError("eval: no held-out tasks to evaluate the centre on")
         ids = tuple(prompt_ids) if prompt_ids is not None else self._distribution.most_probable_prompt_ids()
-        rewards = self._problem.evaluate_centre(tasks, ids, env_seed=self.eval_env_seed)  # type: ignore[attr-defined]
+        rewards = self._search_problem.evaluate_centre(tasks, ids, env_seed=self.eval_env_seed)
         values = [float(rewards[t]) for t in tasks]
         return {"split": self.eval_split, "success_rate": sum(v >= 1.0 for v in values) / len(values),
                 "n_tasks": len(values), "reward_mean": sum(values) / len(values),

@@ -5,8 +5,8 @@ The rollout workers keep per-task rewards, so the shaping sees which candidate s
 1. optional per-task centring (subtract each task's mean reward over the candidates) and scaling (divide each
    task's centred rewards by its standard deviation over the candidates, so every task that separates the
    candidates carries the same influence and a task everyone solves, or nobody solves, carries none);
-2. aggregation: the mean over tasks gives one fitness per candidate (the searcher's ``reward_mean`` is the
-   mean of its unshaped version);
+2. aggregation: the mean over tasks gives one shaped fitness per candidate (the unshaped fitness, the plain
+   mean reward, is computed once where the rewards are produced: column 0 of the population's evals);
 3. the method: ``centered_ranks`` (OpenAI-ES / EvoTorch "centered": ranks spread linearly over [-0.5, 0.5],
    tied fitnesses share their average rank so equal rewards give equal weights), ``zscore`` (fitness minus its
    mean, over its population standard deviation) or ``raw`` (the aggregated fitness itself).
@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+
+from cotrain.errors import DistributionError
 
 ShapingMethod = Literal["centered_ranks", "zscore", "raw"]
 SHAPING_METHODS: tuple[str, ...] = ("centered_ranks", "zscore", "raw")
@@ -47,9 +49,9 @@ class ShapingConfig:
 
     def __post_init__(self) -> None:
         if self.method not in SHAPING_METHODS:
-            raise ValueError(f"shaping method must be one of {SHAPING_METHODS}, got {self.method!r}")
+            raise DistributionError(f"shaping method must be one of {SHAPING_METHODS}, got {self.method!r}")
         if self.per_task_scaling and not self.per_task_centering:
-            raise ValueError("per_task_scaling=True requires per_task_centering=True")
+            raise DistributionError("per_task_scaling=True requires per_task_centering=True")
 
 
 def as_reward_matrix(rewards: torch.Tensor | Sequence[float] | Sequence[Sequence[float]]) -> torch.Tensor:
@@ -58,11 +60,11 @@ def as_reward_matrix(rewards: torch.Tensor | Sequence[float] | Sequence[Sequence
     if matrix.ndim == 1:
         matrix = matrix.unsqueeze(1)
     if matrix.ndim != 2 or matrix.shape[0] < 1 or matrix.shape[1] < 1:
-        raise ValueError(
+        raise DistributionError(
             f"rewards must be (n_candidates, n_tasks) with both >= 1, got shape {tuple(matrix.shape)}"
         )
     if not torch.isfinite(matrix).all():
-        raise ValueError("rewards contain NaN or inf: a failed rollout must raise, not be scored")
+        raise DistributionError("rewards contain NaN or inf: a failed rollout must raise, not be scored")
     return matrix
 
 

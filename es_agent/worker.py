@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from es_agent.errors import EpisodeInfrastructureError, ReplicaStateError
+from es_agent.errors import EpisodeInfrastructureError, ReplicaStateError, SpecError
 from es_agent.noise import derive_seed
 from es_agent.perturb_pipeline import PerturbationPipeline
 from es_agent.rows import SEED_BOUND, CandidateRow
@@ -329,11 +329,20 @@ class _AfterWeights:
 
 def evals_from_rewards(rewards: torch.Tensor, eval_data_length: int) -> torch.Tensor:
     """EvoTorch evals ``(N, 1 + eval_data_length)`` float32 from per-task rewards ``(N, T)``: fitness (the
-    mean over tasks) first, then the per-task rewards, NaN beyond ``T``."""
+    mean over tasks, computed here and nowhere else) first, then the per-task rewards, NaN beyond ``T``
+    (read back with :func:`split_evals`)."""
     n, t = rewards.shape
     if t > eval_data_length:
-        raise ValueError(f"{t} tasks do not fit in eval data of length {eval_data_length}")
+        raise SpecError(f"{t} tasks do not fit in eval data of length {eval_data_length} (max_batch_tasks)")
     out = torch.full((n, 1 + eval_data_length), float("nan"), dtype=torch.float32)
     out[:, 0] = rewards.to(torch.float64).mean(dim=1).to(torch.float32)
     out[:, 1:1 + t] = rewards.to(torch.float32)
     return out
+
+
+def split_evals(evals: torch.Tensor, n_tasks: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fitness ``(N,)`` and the per-task rewards ``(N, n_tasks)`` of evals laid out by
+    :func:`evals_from_rewards` (views of ``evals``, same dtype)."""
+    if evals.ndim != 2 or not 1 <= n_tasks <= evals.shape[1] - 1:
+        raise SpecError(f"evals of shape {tuple(evals.shape)} cannot hold the rewards of {n_tasks} task(s)")
+    return evals[:, 0], evals[:, 1:1 + n_tasks]

@@ -19,7 +19,9 @@ from cotrain.distribution import (
     WeightUpdate,
     project_to_floor,
 )
+from cotrain.errors import CotrainError, DistributionError
 from cotrain.shaping import ShapingConfig, shape_fitness
+from es_agent.errors import CandidateRowError
 from es_agent.rows import decode_rows
 
 BEST = (2, 0)
@@ -145,6 +147,41 @@ def test_all_equal_rewards_give_no_update() -> None:
     assert after == before
     assert all(torch.equal(a, b) for a, b in zip(new.prompt_probs, dist.prompt_probs, strict=True))
     assert not torch.equal(new.sample_rows(8)[:, 0], rows[:, 0])
+
+
+def test_step_says_why_an_update_is_empty() -> None:
+    dist = make(sigma_0=0.5, total_generations=10)
+    rows = dist.sample_rows(8)
+    tie = dist.step(rows, torch.full((8, 3), 0.25))
+    assert tie.update.is_empty and "ties" in (tie.empty_reason or "")
+    assert torch.equal(tie.shaped_weights, torch.zeros(8, dtype=torch.float64))
+    moved = dist.step(rows, torch.arange(8.0))
+    assert moved.empty_reason is None and not moved.update.is_empty
+    new, update = dist.update(rows, torch.arange(8.0))
+    assert moved.distribution.to_dict() == new.to_dict() and moved.update == update
+    frozen = make(evolve_weights=False)
+    assert "evolve_weights" in (frozen.step(frozen.sample_rows(4), torch.arange(4.0)).empty_reason or "")
+
+
+def test_bad_arguments_are_distribution_errors_and_rows_go_through_the_one_validator() -> None:
+    dist = make(sigma_0=0.5, total_generations=10)
+    with pytest.raises(DistributionError, match="even") as info:
+        dist.sample_rows(7)
+    assert isinstance(info.value, CotrainError) and isinstance(info.value, ValueError)
+    rows = dist.sample_rows(4)
+    rows[1, 3] = 99.0
+    with pytest.raises(CandidateRowError, match="row 1: prompt id 99 out of range for slot 'slot 0'"):
+        dist.update(rows, torch.arange(4.0))
+    with pytest.raises(DistributionError, match="float64"):
+        dist.sample_into(torch.empty(4, dist.solution_length, dtype=torch.float32))
+
+
+def test_sample_into_writes_the_rows_and_returns_the_env_seed() -> None:
+    dist = make(sigma_0=0.5, total_generations=10)
+    out = torch.full((6, dist.solution_length), -1.0, dtype=torch.float64)
+    env_seed = dist.sample_into(out)
+    assert torch.equal(out, dist.sample_rows(6)) and (out[:, 2] == env_seed).all()
+    assert env_seed == int(torch.randint(0, SEED_BOUND, (1,), generator=dist.make_generator()))
 
 
 # ----- sampling -------------------------------------------------------------------------------------------

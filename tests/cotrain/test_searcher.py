@@ -12,11 +12,13 @@ from evotorch import Problem, SolutionBatch
 from evotorch.logging import PandasLogger
 
 from cotrain.distribution import CoEvolutionConfig, CoEvolutionDistribution
-from cotrain.errors import ConfigError
+from cotrain.errors import ConfigError, DistributionError
+from cotrain.protocols import SearchProblem
 from cotrain.searcher import CoEvolutionES, draw_task_batch
 from cotrain.ui import RichDashboardLogger
 from es_agent.prompts import PromptPools
 from es_agent.updates import WeightUpdate
+from es_agent.worker import evals_from_rewards
 
 CONTRACT_KEYS: dict[str, type | tuple[type, ...]] = {
     "iter": int, "sigma": float, "reward_mean": float, "reward_max": float, "reward_min": float,
@@ -43,6 +45,8 @@ class FakeAgentProblem(Problem):
         self.last_timings = {"seconds_rollout": 1.0, "seconds_perturb": 0.5, "seconds_update": 0.25}
         self.checksums_agree: bool | None = True
         self.centre_calls: list[tuple[tuple[Any, ...], tuple[int, ...]]] = []
+        self.evaluated: list[torch.Tensor] = []
+        self.all_tie = False
 
     def set_task_batch(self, tasks: Sequence[Any]) -> None:
         self.task_batch = tuple(tasks)
@@ -56,14 +60,12 @@ class FakeAgentProblem(Problem):
         return out
 
     def _evaluate_batch(self, batch: SolutionBatch) -> None:
-        rewards = self._rewards(batch.values.as_subclass(torch.Tensor), self.task_batch)
-        evals = torch.full((len(batch), 1 + self.eval_data_length), float("nan"))
-        evals[:, 0] = rewards.mean(dim=1)
-        evals[:, 1:1 + rewards.shape[1]] = rewards
-        batch.set_evals(evals)
-
-    def per_task_rewards(self, batch: SolutionBatch) -> torch.Tensor:
-        return batch.evals[:, 1:1 + len(self.task_batch)].clone()
+        values = batch.values.as_subclass(torch.Tensor).clone()
+        self.evaluated.append(values)
+        rewards = self._rewards(values, self.task_batch)
+        if self.all_tie:
+            rewards = torch.full_like(rewards, 0.5)
+        batch.set_evals(evals_from_rewards(rewards, self.eval_data_length))
 
     def push_update(self, generation: int, update: WeightUpdate) -> None:
         self.updates.append((generation, update.seeds, update.coeffs))
@@ -82,8 +84,10 @@ class FakeAgentProblem(Problem):
         return [{"id": 0, "alive": True, "in_flight": 0, "done": 4, "checksum": "abc", "restarts": 0}]
 
 
-def make_searcher(pools: PromptPools, *, eval_every: int = 0, **config: Any) -> tuple[CoEvolutionES, Any]:
-    problem = FakeAgentProblem(pools)
+def make_searcher(pools: PromptPools, *, eval_every: int = 0,
+                  problem_cls: type[FakeAgentProblem] = FakeAgentProblem,
+                  **config: Any) -> tuple[CoEvolutionES, Any]:
+    problem = problem_cls(pools)
     dist = CoEvolutionDistribution.create(list(pools.sizes().values()), base_seed=7,
                                           config=CoEvolutionConfig(**{"total_generations": 5, **config}))
     searcher = CoEvolutionES(problem, dist, popsize=6, train_tasks=[0, 1, 2, 3, 4], tasks_per_generation=3,
@@ -123,6 +127,66 @@ def test_every_status_key_each_generation_and_centre_eval_on_schedule(pools: Pro
     assert record is not None and record["iter"] == 3 and len(record["rows"]) == 6
     assert record["task_batch"] == list(searcher.task_batch_for(3)) == seen[2]["task_batch"]
     assert record["distribution"] == searcher.distribution.to_dict()
+
+
+def test_the_fake_and_the_real_problem_satisfy_the_search_protocol(pools: PromptPools) -> None:
+    assert isinstance(FakeAgentProblem(pools), SearchProblem)
+    assert not isinstance(object(), SearchProblem)
+
+
+def test_rows_are_sampled_into_the_batch_and_read_back_from_it(pools: PromptPools) -> None:
+    searcher, problem = make_searcher(pools)
+    dist = searcher.distribution
+    expected = dist.sample_rows(6)
+    seen: list[dict[str, Any]] = []
+    searcher.log_hook.append(seen.append)
+    searcher.step()
+    record = searcher.last_record
+    assert record is not None
+    assert torch.equal(problem.evaluated[0], expected)  # the problem evaluated the distribution's rows
+    assert record["rows"] == expected.tolist()
+    # the env seed is the distribution's first draw of the generation, kept by the searcher
+    gen = dist.make_generator()
+    env_seed = int(torch.randint(0, 2**31, (1,), generator=gen))
+    assert seen[0]["env_seed"] == record["env_seed"] == env_seed == int(expected[0, 2])
+
+
+class SkewedFitnessProblem(FakeAgentProblem):
+    """Evals whose fitness column is deliberately not the mean of the rewards (10, 11, ...)."""
+
+    def _evaluate_batch(self, batch: SolutionBatch) -> None:
+        rewards = self._rewards(batch.values.as_subclass(torch.Tensor), self.task_batch)
+        evals = evals_from_rewards(rewards, self.eval_data_length)
+        evals[:, 0] = torch.arange(len(batch), dtype=torch.float32) + 10.0
+        batch.set_evals(evals)
+
+
+def test_status_rewards_come_from_the_evals_fitness_column(pools: PromptPools) -> None:
+    searcher, _ = make_searcher(pools, problem_cls=SkewedFitnessProblem)
+    searcher.step()
+    status = searcher.status
+    assert (status["reward_min"], status["reward_mean"], status["reward_max"]) == (10.0, 12.5, 15.0)
+    record = searcher.last_record
+    assert record is not None and all(v in (0.0, 1.0) for row in record["rewards"] for v in row)
+
+
+def test_an_empty_update_says_why_in_the_status(pools: PromptPools) -> None:
+    searcher, problem = make_searcher(pools)
+    seen: list[dict[str, Any]] = []
+    searcher.log_hook.append(seen.append)
+    searcher.step()
+    problem.all_tie = True
+    searcher.step()
+    problem.all_tie = False
+    searcher.step()
+    assert [s["update_empty"] for s in seen] == [False, True, False]
+    assert "update_empty_reason" not in seen[0] and "update_empty_reason" not in seen[2]
+    assert "ties" in seen[1]["update_empty_reason"] and seen[1]["update_size"] == 0
+    assert [g for g, _, _ in problem.updates] == [1, 2, 3] and problem.updates[1][1] == ()
+    searcher, _ = make_searcher(pools, evolve_weights=False)
+    searcher.step()
+    assert searcher.status["update_empty"] is True
+    assert "evolve_weights" in searcher.status["update_empty_reason"]
 
 
 def test_task_batches_are_seeded_distinct_and_from_the_training_tasks() -> None:
@@ -168,7 +232,7 @@ def test_resumed_searcher_continues_the_generation_count(pools: PromptPools) -> 
                             tasks_per_generation=3, seed=11, start_generation=2)
     resumed.step()
     assert resumed.status["iter"] == 3 and resumed.distribution.generation == 3
-    with pytest.raises(ValueError, match="generation"):
+    with pytest.raises(DistributionError, match="generation"):
         CoEvolutionES(problem, searcher.distribution, popsize=6, train_tasks=[0, 1, 2],
                       tasks_per_generation=1, seed=0, start_generation=0)
 
@@ -194,6 +258,7 @@ def test_on_a_real_agent_problem_every_key_is_filled(toy_config: Any) -> None:
     state = RunState(0, dist, pools, None, 0, [], None)
     problem = build_problem(cfg, state, [0, 1, 2, 3, 4])
     try:
+        assert isinstance(problem, SearchProblem)
         searcher = CoEvolutionES(problem, dist, popsize=4, train_tasks=[0, 1, 2, 3], tasks_per_generation=2,
                                  seed=0, eval_tasks=[4], eval_split="test", eval_every=1)
         seen: list[dict[str, Any]] = []
