@@ -17,18 +17,20 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
-from evotorch import Problem, SolutionBatch
+from evotorch import SolutionBatch
 
-from es_agent.specs import AgentSpec, EnvSpec, SpecError, TaskId, check_task_ids
-from es_agent.worker import Replica, evals_from_rewards
+from es_agent.problem_base import AgentProblemBase, check_num_actors
+from es_agent.specs import AgentSpec, EnvSpec, SpecError, TaskId
+from es_agent.worker import Replica
 
 
-class DenseAgentProblem(Problem):
+class DenseAgentProblem(AgentProblemBase):
     """Dense parameter-subset ES on a web agent (see the module docstring).
 
     ``agent.params`` must select the subset (a few thousand values, at most ``max_solution_length``);
     ``prompt_ids`` fixes the prompt genome (default: variant 0 of every slot). ``init_radius`` sets
-    ``initial_bounds`` around the current values (EvoTorch's ``_fill`` samples there).
+    ``initial_bounds`` around the current values (EvoTorch's ``_fill`` samples there). The other arguments
+    are :class:`~es_agent.problem_base.AgentProblemBase`'s.
     """
 
     def __init__(self, agent: AgentSpec, env: EnvSpec, *, prompt_ids: Sequence[int] | None = None,
@@ -39,8 +41,7 @@ class DenseAgentProblem(Problem):
         if agent.params is None:
             raise SpecError("DenseAgentProblem needs AgentSpec.params naming a small parameter subset "
                             "(e.g. ('model.norm.weight',)); the whole model is no dense solution")
-        if num_actors == 1:
-            raise SpecError("num_actors=1 would silently mean no actors in EvoTorch 0.6.1: use None or >= 2")
+        check_num_actors(num_actors)  # before the model is built
         pools = agent.load_pools()
         ids = tuple(int(i) for i in prompt_ids) if prompt_ids is not None else (0,) * len(pools.slots)
         pools.from_indices(ids)  # validates slot count and ranges (PromptPoolError names the slot)
@@ -50,32 +51,21 @@ class DenseAgentProblem(Problem):
         if x0.numel() > max_solution_length:
             raise SpecError(f"the selection {agent.params} has {x0.numel()} values, more than "
                             f"max_solution_length={max_solution_length}: use AgentProblem for large subsets")
-        super().__init__("max", solution_length=x0.numel(), dtype=torch.float32, eval_dtype=torch.float32,
+        super().__init__(agent, env, solution_length=x0.numel(), dtype=torch.float32,
                          initial_bounds=((x0 - init_radius).tolist(), (x0 + init_radius).tolist()),
-                         eval_data_length=max_batch_tasks,
-                         num_actors=num_actors,
-                         actor_config=None if actor_config is None else dict(actor_config), seed=seed)
-        self.agent = agent
-        self.env_spec = env
+                         max_batch_tasks=max_batch_tasks, task_ids=task_ids, num_actors=num_actors,
+                         actor_config=actor_config, seed=seed)
         self.prompt_ids = ids
+        """The fixed prompt genome (one variant id per slot)."""
         self.env_seed = int(env_seed)
+        """Env seed of every evaluation (set with :meth:`set_task_batch`)."""
         self.layout = tuple((sp.name, tuple(sp.param.shape)) for sp in selected)
         """``(name, shape)`` of each selected parameter, in solution order."""
         self._x0 = x0
-        self._known_tasks = None if task_ids is None else frozenset(check_task_ids(task_ids, what="task_ids"))
-        self._task_batch: tuple[TaskId, ...] | None = None
         self._pools = pools
-        self._replica: Replica | None = replica if self._num_actors == 0 else None
+        self._replica = replica if self._num_actors == 0 else None
 
     # ------------------------------------------------------------------ EvoTorch hooks
-    @property
-    def _nonserialized_attribs(self) -> list[str]:
-        return [*super()._nonserialized_attribs, "_replica"]
-
-    def seed(self, seed: int | None) -> None:
-        """Seed the Problem's own generator (EvoTorch's actors call this)."""
-        self.manual_seed(seed)
-
     def _make_sync_data_for_actors(self) -> dict[str, Any]:
         return {"task_batch": self._task_batch, "env_seed": self.env_seed}
 
@@ -86,7 +76,7 @@ class DenseAgentProblem(Problem):
     def _make_sync_data_for_main(self) -> None:
         return None
 
-    def _evaluate_batch(self, batch: SolutionBatch) -> None:
+    def _batch_rewards(self, batch: SolutionBatch) -> torch.Tensor:
         tasks = self.task_batch
         rep = self._ensure_replica()
         genome = rep.pools.from_indices(self.prompt_ids)
@@ -96,48 +86,18 @@ class DenseAgentProblem(Problem):
             with self._written(rep, values[i]):
                 rewards[i] = torch.tensor(rep.run_tasks(genome, tasks, self.env_seed))
             rep.stats.rows += 1
-        batch.set_evals(evals_from_rewards(rewards, self.eval_data_length))
+        return rewards
 
     # ------------------------------------------------------------------ public API
     def initial_solution(self) -> torch.Tensor:
         """The selected parameters' current values, flattened in :attr:`layout` order (float32)."""
         return self._x0.clone()
 
-    @property
-    def task_batch(self) -> tuple[TaskId, ...]:
-        """The tasks every vector is evaluated on."""
-        if self._task_batch is None:
-            raise SpecError("no task batch: call problem.set_task_batch(task_ids) before evaluating")
-        return self._task_batch
-
     def set_task_batch(self, task_ids: Sequence[TaskId], *, env_seed: int | None = None) -> None:
         """Set the task batch (at most ``eval_data_length`` tasks) and optionally the env seed."""
-        tasks = check_task_ids(task_ids)
-        if len(tasks) > self.eval_data_length:
-            raise SpecError(f"task batch has {len(tasks)} tasks; at most "
-                            f"max_batch_tasks={self.eval_data_length}")
-        if self._known_tasks is not None and not set(tasks) <= self._known_tasks:
-            unknown = sorted(set(tasks) - self._known_tasks, key=str)
-            raise SpecError(f"task batch: unknown task id(s) {unknown}")
-        self._task_batch = tasks
+        super().set_task_batch(task_ids)
         if env_seed is not None:
             self.env_seed = int(env_seed)
-
-    def per_task_rewards(self, batch: SolutionBatch) -> torch.Tensor:
-        """``(N, len(task_batch))`` rewards of an evaluated batch."""
-        return batch.evals[:, 1:1 + len(self.task_batch)].clone()
-
-    @property
-    def local_replica(self) -> Replica:
-        """The replica of this process (built on first use)."""
-        return self._ensure_replica()
-
-    def close(self) -> None:
-        """Kill the actors and close the local replica's env."""
-        if self.is_main and self._actors is not None:
-            self.kill_actors()
-        if self._replica is not None:
-            self._replica.close()
 
     # ------------------------------------------------------------------ internals
     def _ensure_replica(self) -> Replica:

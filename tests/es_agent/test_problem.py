@@ -18,13 +18,14 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from es_agent.errors import CandidateRowError, EpisodeInfrastructureError, ReplicaDivergenceError, SpecError
 from es_agent.perturb import apply_update, weights_checksum
-from es_agent.problem import AgentProblem, ReplicaDivergenceError
-from es_agent.rows import CandidateRow, encode_rows
-from es_agent.specs import AgentSpec, EnvSpec, SpecError
+from es_agent.problem import AgentProblem
+from es_agent.rows import CandidateRow, check_rows, encode_rows
+from es_agent.specs import AgentSpec, EnvSpec
 from es_agent.tiny import tiny_qwen
 from es_agent.updates import UpdateRecord, WeightUpdate
-from es_agent.worker import CandidateRowError, EpisodeInfrastructureError, check_rows, episode_seed
+from es_agent.worker import episode_seed
 
 # ------------------------------------------------------------------------------------------ a toy text env
 
@@ -146,7 +147,7 @@ def test_specs_are_json_safe_round_trip_and_validate() -> None:
     with pytest.raises(SpecError, match="rank"):
         AgentSpec(mode="lowrank")
     with pytest.raises(SpecError, match="JSON"):
-        EnvSpec(kwargs={"judge": object()})
+        EnvSpec(env_id=TOY_ID, kwargs={"judge": object()})
     with pytest.raises(SpecError, match="one coeff per seed"):
         WeightUpdate((1, 2), (0.1,))
 
@@ -365,7 +366,8 @@ def ray_problem(shop_url: str, chromium_path: str) -> Iterator[AgentProblem]:
              browser_task(1, "What colour is the mouse?", "red")]
     browser = {"executable_path": chromium_path, "action_timeout_ms": 2000, "navigation_timeout_ms": 10_000}
     # one action per episode, scored by the env at that step (the env's max_steps must match the TimeLimit)
-    env = EnvSpec(kwargs={"task_file": tasks, "sites": {"shopping": shop_url}, "max_steps": 1,
+    env = EnvSpec(env_id="WebArenaLite-v0", module="webarena_gym",
+                  kwargs={"task_file": tasks, "sites": {"shopping": shop_url}, "max_steps": 1,
                           "max_episode_steps": 1, "browser": browser})
     problem = AgentProblem(AGENT, env, max_batch_tasks=2, num_actors=2, seed=0)
     problem.set_task_batch([0, 1])
