@@ -1,8 +1,9 @@
-"""LLM web agents for evolution strategies: model loading, the prompt genome, the policy, the rollout loop and
-the weight-perturbation engine.
+"""LLM web agents for evolution strategies: model loading, the prompt genome, the policy, the rollout loop,
+the weight-perturbation engine and the EvoTorch problems.
 
 ``import es_agent`` is light: it imports no torch, no transformers, loads no model. Public names resolve
-lazily on first use. The package sees environments only through the Gymnasium API (never ``webarena_gym``).
+lazily on first use (:mod:`es_agent.lazy`); the errors (:mod:`es_agent.errors`) are imported at once. The
+package sees environments only through the Gymnasium API (never ``webarena_gym``).
 
 >>> from es_agent import load_model, PromptPools, LLMPolicy, run_episode
 >>> model, tokenizer = load_model("embedded")
@@ -12,17 +13,27 @@ lazily on first use. The package sees environments only through the Gymnasium AP
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from es_agent.errors import (
+    AxTreeError,
+    CandidateRowError,
     CheckpointMismatchError,
     CorruptWeightsError,
     DeviceError,
+    EpisodeInfrastructureError,
     EsAgentError,
+    HardwareError,
     ModelNotFoundError,
+    PerturbationError,
     PromptPoolError,
+    ReplicaDivergenceError,
+    ReplicaStateError,
+    SpecError,
+    WeightsStateError,
+    WorkerLostError,
 )
+from es_agent.lazy import lazy_exports
 
 _LAZY = {
     # models
@@ -54,57 +65,64 @@ _LAZY = {
     "apply_update": "es_agent.perturb",
     "weights_checksum": "es_agent.perturb",
     "select_parameters": "es_agent.perturb",
-    # EvoTorch problems and their specs
+    # EvoTorch problems, their specs, rows and the update log's types
     "AgentProblem": "es_agent.problem",
-    "ReplicaDivergenceError": "es_agent.problem",
-    "WorkerLostError": "es_agent.problem",
     "DenseAgentProblem": "es_agent.dense",
     "AgentSpec": "es_agent.specs",
     "EnvSpec": "es_agent.specs",
+    "CandidateRow": "es_agent.rows",
+    "WeightUpdate": "es_agent.updates",
     "UpdateRecord": "es_agent.updates",
-    "SpecError": "es_agent.specs",
-    "CandidateRowError": "es_agent.worker",
-    "EpisodeInfrastructureError": "es_agent.worker",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
     from es_agent.actions_space import CandidateConfig, build_candidates, extract_action, normalize_action
+    from es_agent.dense import DenseAgentProblem
     from es_agent.models import cache_root, convert_gguf, load_model, load_weights, save_weights
     from es_agent.perturb import apply_update, perturbed, perturbed_batch, select_parameters, weights_checksum
     from es_agent.policy import LLMPolicy, PolicyConfig
+    from es_agent.problem import AgentProblem
     from es_agent.prompts import PromptGenome, PromptPools, PromptVariant
     from es_agent.rollout import EpisodeResult, StepRecord, run_episode
+    from es_agent.rows import CandidateRow
+    from es_agent.specs import AgentSpec, EnvSpec
     from es_agent.tiny import tiny_qwen, tiny_tokenizer
+    from es_agent.updates import UpdateRecord, WeightUpdate
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'es_agent' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
-
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 __all__ = [
+    "AgentProblem",
+    "AgentSpec",
+    "AxTreeError",
     "CandidateConfig",
+    "CandidateRow",
+    "CandidateRowError",
     "CheckpointMismatchError",
     "CorruptWeightsError",
+    "DenseAgentProblem",
     "DeviceError",
+    "EnvSpec",
+    "EpisodeInfrastructureError",
     "EpisodeResult",
     "EsAgentError",
+    "HardwareError",
     "LLMPolicy",
     "ModelNotFoundError",
+    "PerturbationError",
     "PolicyConfig",
     "PromptGenome",
     "PromptPoolError",
     "PromptPools",
     "PromptVariant",
+    "ReplicaDivergenceError",
+    "ReplicaStateError",
+    "SpecError",
     "StepRecord",
+    "UpdateRecord",
+    "WeightUpdate",
+    "WeightsStateError",
+    "WorkerLostError",
     "apply_update",
     "build_candidates",
     "cache_root",

@@ -8,18 +8,26 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gymnasium.envs.registration import WrapperSpec, register, registry
 
 from webarena_gym.errors import (
+    ActionError,
+    ActionParseError,
+    ActionTimeoutError,
     BrowserError,
     EvaluatorError,
+    HelperCallError,
+    LoginError,
+    ReferenceSolutionError,
     ResetArgumentError,
     SiteConfigError,
+    SiteStartError,
     TaskConfigError,
     WebArenaGymError,
 )
+from webarena_gym.lazy import lazy_exports
 
 ENV_ID = "WebArenaLite-v0"
 DEFAULT_MAX_EPISODE_STEPS = 30
@@ -54,22 +62,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from webarena_gym.tasks import SiteURLs, TaskConfig, load_tasks
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'webarena_gym' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
-
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 __all__ = [
     "DEFAULT_MAX_EPISODE_STEPS",
     "ENV_ID",
+    "ActionError",
+    "ActionParseError",
+    "ActionTimeoutError",
     "BrowserError",
     "EvaluatorError",
+    "HelperCallError",
+    "LoginError",
+    "ReferenceSolutionError",
     "ResetArgumentError",
     "SiteConfigError",
+    "SiteStartError",
     "TaskConfigError",
     "WebArenaGymError",
     "WebArenaLiteEnv",

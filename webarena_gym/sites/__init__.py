@@ -11,7 +11,9 @@ see :data:`ACCOUNTS`. Reference answers for tasks: :class:`webarena_gym.sites.da
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from webarena_gym.lazy import lazy_exports
 
 _LAZY = {
     "EmbeddedSites": "webarena_gym.sites.lifecycle",
@@ -31,14 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from webarena_gym.sites.seed import DEFAULT_SEED, pristine_paths
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'webarena_gym.sites' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
-
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 __all__ = [
     "ACCOUNTS",
