@@ -225,26 +225,6 @@ class ModelTextWriter:
         return tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
 
 
-class _GoalRecorder:
-    """Wraps a policy and remembers the goal of the episode's first observation."""
-
-    def __init__(self, policy: Any) -> None:
-        self.policy, self.goal = policy, ""
-
-    def reset(self) -> None:
-        self.goal = ""
-        self.policy.reset()
-
-    def act(self, obs: Mapping[str, Any]) -> str:
-        if not self.goal:
-            self.goal = str(obs.get("goal", ""))
-        return self.policy.act(obs)
-
-    @property
-    def last_info(self) -> Any:
-        return getattr(self.policy, "last_info", None)
-
-
 class ReplicaTrajectories:
     """Centre trajectories for reflection, from the problem's own replica (in process) or, with Ray workers, a
     driver replica caught up with the update log (built on first use)."""
@@ -258,14 +238,9 @@ class ReplicaTrajectories:
         p = self.problem
         if p.num_actors == 0:
             return p.local_replica
-        from es_agent.worker import Replica
+        from es_agent.worker import replica_at
 
-        offset = p.log_end - len(p.update_log)
-        if self._replica is None or self._replica.applied < offset:
-            if self._replica is not None:
-                self._replica.close()
-            self._replica = Replica(p.agent, p.env_spec, p.pools, offset)
-        self._replica.catch_up(p.update_log, offset)
+        self._replica = replica_at(self._replica, p.agent, p.env_spec, p.pools, p.update_log, p.log_end)
         return self._replica
 
     def model_and_tokenizer(self) -> tuple[Any, Any]:
@@ -275,19 +250,7 @@ class ReplicaTrajectories:
 
     def __call__(self, task_ids: Sequence[Any], prompt_ids: Sequence[int], env_seed: int,
                  ) -> list[tuple[str, EpisodeResult]]:
-        from es_agent.policy import LLMPolicy
-        from es_agent.rollout import run_episode
-        from es_agent.worker import episode_seed
-
-        rep = self.replica()
-        genome = rep.pools.from_indices(tuple(prompt_ids))
-        out = []
-        for task in task_ids:
-            policy = _GoalRecorder(LLMPolicy(rep.model, rep.tokenizer, genome, rep.policy_config))
-            result = run_episode(rep.env(), policy, seed=episode_seed(env_seed, task),
-                                 options={"task_id": task}, max_steps=rep.env_spec.max_steps)
-            out.append((policy.goal, result))
-        return out
+        return self.replica().centre_trajectories(task_ids, prompt_ids, env_seed)
 
     def close(self) -> None:
         """Release the driver replica (if one was built)."""

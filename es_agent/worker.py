@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +33,6 @@ from es_agent.errors import EpisodeInfrastructureError, ReplicaStateError, SpecE
 from es_agent.noise import derive_seed
 from es_agent.perturb_pipeline import PerturbationPipeline
 from es_agent.rows import SEED_BOUND, CandidateRow
-from es_agent.rows import check_rows as check_rows  # re-exported: es_agent.problem imported it from here
 from es_agent.specs import TINY_PREFIX, AgentSpec, EnvSpec, TaskId
 from es_agent.updates import UpdateRecord
 
@@ -41,6 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import gymnasium as gym
 
     from es_agent.prompts import PromptGenome, PromptPools
+    from es_agent.rollout import EpisodeResult
 
 _log = logging.getLogger(__name__)
 
@@ -150,6 +150,13 @@ class Replica:
         for record in log[self.applied - offset:]:
             self.apply(record)
 
+    def follow(self, records: Sequence[UpdateRecord]) -> None:
+        """Apply the records of a log slice not applied yet (each record carries its absolute index); a
+        :class:`ReplicaStateError` when the slice starts after this replica's position."""
+        for record in records:
+            if record.index >= self.applied:
+                self.apply(record)
+
     def apply(self, record: UpdateRecord) -> None:
         """Apply the next record of the update log (its index must be ``applied``)."""
         if record.index != self.applied:
@@ -253,6 +260,24 @@ class Replica:
         finally:
             self.stats.seconds_rollout += time.perf_counter() - started
 
+    def centre_trajectories(self, task_ids: Sequence[TaskId], prompt_ids: Sequence[int], env_seed: int,
+                            ) -> list[tuple[str, EpisodeResult]]:
+        """One episode per task at the centre with the prompt genome ``prompt_ids``, reset with the
+        generation's :func:`episode_seed`: per task, the goal of its first observation and the episode (steps
+        kept, for reflection). Not timed in :attr:`stats`, not retried."""
+        from es_agent.policy import LLMPolicy
+        from es_agent.rollout import run_episode
+
+        model = self.model
+        genome = self.pools.from_indices(tuple(prompt_ids))
+        out = []
+        for task in task_ids:
+            policy = _GoalRecorder(LLMPolicy(model, self.tokenizer, genome, self.policy_config))
+            result = run_episode(self.env(), policy, seed=episode_seed(env_seed, task),
+                                 options={"task_id": task}, max_steps=self.env_spec.max_steps)
+            out.append((policy.goal, result))
+        return out
+
     def episode(self, policy: Any, task_id: TaskId, seed: int) -> float:
         """One episode's reward; an infrastructure failure is retried once on a rebuilt env, then raised."""
         from es_agent.rollout import run_episode
@@ -303,6 +328,43 @@ class Replica:
             self._population = None
             runner.close()
         self.close_env()
+
+
+def replica_at(replica: Replica | None, agent: AgentSpec, env: EnvSpec, pools: PromptPools,
+               records: Sequence[UpdateRecord], end: int) -> Replica:
+    """A replica at version ``end`` of an update log whose retained ``records`` end there: ``replica``
+    caught up when it can be, else (``None``, or it predates the records) a new one built at the records'
+    base with ``pools`` (the old one closed)."""
+    base = records[0].index if records else int(end)
+    if replica is not None and replica.applied < base:
+        replica.close()
+        replica = None
+    if replica is None:
+        replica = Replica(agent, env, pools, base)
+    replica.follow(records)
+    if replica.applied != end:
+        raise ReplicaStateError(f"replica at update {replica.applied} after the log, which ends at {end}")
+    return replica
+
+
+class _GoalRecorder:
+    """Wraps a policy and remembers the goal of the episode's first observation."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy, self.goal = policy, ""
+
+    def reset(self) -> None:
+        self.goal = ""
+        self.policy.reset()
+
+    def act(self, obs: Mapping[str, Any]) -> str:
+        if not self.goal:
+            self.goal = str(obs.get("goal", ""))
+        return str(self.policy.act(obs))
+
+    @property
+    def last_info(self) -> Any:
+        return getattr(self.policy, "last_info", None)
 
 
 class _AfterWeights:

@@ -183,3 +183,38 @@ def test_model_text_writer_is_greedy_and_deterministic(tiny: tuple[Any, Any]) ->
     messages = reflection_messages("skills", GOOD, ["Objective: x\nOutcome: reward 0 after 1 action(s)"])
     first = writer(messages)
     assert isinstance(first, str) and first == writer(messages)
+
+
+def test_replica_trajectories_come_from_a_replica_that_follows_the_log(toy_config: Any) -> None:
+    from cotrain.checkpoint import RunState, initial_distribution, load_pools
+    from cotrain.prompt_evolution import ReplicaTrajectories
+    from cotrain.trainer import build_problem
+    from es_agent.updates import WeightUpdate
+    from es_agent.worker import replica_at
+
+    cfg = toy_config()
+    pools = load_pools(None)
+    dist = initial_distribution(cfg, pools)
+    problem = build_problem(cfg, RunState(0, dist, pools, None, 0, [], None), [0, 1, 2, 3, 4])
+    driver = None
+    try:
+        problem.push_update(1, WeightUpdate((5,), (0.01,)))
+        driver = replica_at(None, problem.agent, problem.env_spec, problem.pools, problem.update_log,
+                            problem.log_end)
+        assert driver.applied == 1
+        problem.push_update(2, WeightUpdate((6,), (-0.02,)))
+        again = replica_at(driver, problem.agent, problem.env_spec, problem.pools, problem.update_log,
+                           problem.log_end)
+        assert again is driver and driver.applied == 2
+        assert driver.checksum() == problem.local_replica.checksum()  # both at the centre after 2 updates
+        ids = dist.most_probable_prompt_ids()
+        episodes = driver.centre_trajectories([0, 1], ids, env_seed=3)
+        assert [bool(goal) for goal, _ in episodes] == [True, True]
+        assert all(result.steps for _, result in episodes)
+        in_process = ReplicaTrajectories(problem)([0, 1], ids, 3)  # no actors: the problem's own replica
+        assert [(g, r.reward, [s.action for s in r.trajectory]) for g, r in in_process] == [
+            (g, r.reward, [s.action for s in r.trajectory]) for g, r in episodes]
+    finally:
+        if driver is not None:
+            driver.close()
+        problem.close()
