@@ -280,7 +280,7 @@ def demo_generations(quick: bool) -> dict[str, Any]:
     from cotrain.checkpoint import initial_distribution, load_pools
     from cotrain.config import load_config, resolve_settings, with_resolved
     from cotrain.searcher import CoEvolutionES
-    from cotrain.trainer import resolve_tasks
+    from cotrain.tasks import resolve_tasks
     from es_agent.problem import AgentProblem
     from es_agent.worker import Replica
 
@@ -297,8 +297,8 @@ def demo_generations(quick: bool) -> dict[str, Any]:
     lowrank_agent = dataclasses.replace(cfg.agent, mode="lowrank", rank=LOWRANK_DEMO_RANK)
     for name, overlap, agent_cfg in (("old", False, cfg.agent), ("new", True, cfg.agent),
                                      ("lowrank", True, lowrank_agent)):
-        agent = agent_cfg.spec(prompt_pools=pools.to_dict(), snapshot=None)
-        problem = AgentProblem(agent, cfg.env.spec(), max_batch_tasks=cfg.env.tasks_per_generation,
+        agent = dataclasses.replace(agent_cfg, prompt_pools=pools.to_dict())
+        problem = AgentProblem(agent, cfg.env.spec_for(), max_batch_tasks=cfg.env.tasks_per_generation,
                                task_ids=list(train_tasks), num_actors=None, rows_per_piece=1,
                                seed=cfg.es.seed)
         problem._replica = Replica(agent, problem.env_spec, problem.pools, problem.log_end, overlap=overlap)
@@ -308,7 +308,7 @@ def demo_generations(quick: bool) -> dict[str, Any]:
         arms[name] = {"problem": problem, "searcher": searcher, "gens": []}
     out: dict[str, Any] = {"dtype": cfg.agent.dtype, "model": cfg.agent.model,
                            "population": cfg.es.population, "tasks": cfg.env.tasks_per_generation,
-                           "max_steps": cfg.env.max_steps,
+                           "max_steps": cfg.env.spec.max_steps,
                            "checksums_agree": True}
     try:
         for _ in range(1 + (1 if quick else 3)):

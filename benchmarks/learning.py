@@ -76,7 +76,7 @@ def score(run_dir: Path, train: Sequence[int | str], heldout: Sequence[int | str
 def run_tasks_of(run_dir: Path) -> tuple[list[Any], list[Any]]:
     """The run's resolved training and held-out task ids (recorded in ``run.json``)."""
     from cotrain.checkpoint import RunDir
-    from cotrain.trainer import run_tasks
+    from cotrain.tasks import run_tasks
 
     tasks = run_tasks(RunDir.open(run_dir))
     return list(tasks.train), list(tasks.eval)

@@ -192,7 +192,7 @@ class RunState:
 def initial_distribution(config: TrainConfig, pools: PromptPools) -> CoEvolutionDistribution:
     """The generation-0 distribution of a run (uniform categoricals over the pools)."""
     return CoEvolutionDistribution.create(list(pools.sizes().values()), base_seed=config.es.seed,
-                                          config=config.es.distribution_config())
+                                          config=config.es.distribution)
 
 
 def load_pools(path: str | None) -> PromptPools:

@@ -20,9 +20,18 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cotrain.errors import CotrainError
 from es_agent.errors import EsAgentError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
+
+    from cotrain.config import TrainConfig
+    from cotrain.searcher import CoEvolutionES
+    from cotrain.ui import RichDashboardLogger
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -107,6 +116,43 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def make_logger(cfg: TrainConfig, searcher: CoEvolutionES | None, console: Console | None = None,
+                ) -> RichDashboardLogger:
+    """The dashboard (``ui.mode``: auto, on, off) attached to ``searcher``'s ``log_hook``: the progress of a
+    training session (a :data:`cotrain.trainer.ProgressFactory` with ``console`` left out)."""
+    from cotrain.ui import RichDashboardLogger
+
+    force = {"auto": None, "on": True, "off": False}[cfg.ui.mode]
+    return RichDashboardLogger(searcher, run_name=cfg.name, total_generations=cfg.es.generations,
+                               console=console, force_terminal=None if console is not None else force)
+
+
+class Dashboard:
+    """The progress of ``esopt train`` and ``esopt resume``: :func:`make_logger`'s dashboard for the session
+    (pass the instance as ``progress=``), then :meth:`plot` writes ``learning_curve.png`` (``ui.plot``)."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console
+        self.config: TrainConfig | None = None
+        """The config of the session, once it started its generations."""
+
+    def __call__(self, cfg: TrainConfig, searcher: CoEvolutionES) -> RichDashboardLogger:
+        """The session's dashboard (built by :func:`make_logger`, looked up when called)."""
+        self.config = cfg
+        return make_logger(cfg, searcher, self.console)
+
+    def plot(self, run_dir: str | Path) -> Path | None:
+        """``learning_curve.png`` of the run's ``metrics.jsonl``, when a session ran generations here with
+        ``ui.plot`` on and the run has metrics; the path written, else ``None``."""
+        cfg, run = self.config, Path(run_dir)
+        metrics = run / "metrics.jsonl"
+        if cfg is None or not cfg.ui.plot or not metrics.is_file() or not metrics.read_text().strip():
+            return None
+        from cotrain.ui import plot_learning_curve
+
+        return plot_learning_curve(metrics, run / "learning_curve.png", title=cfg.name)
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "train":
         from cotrain.config import load_config
@@ -114,11 +160,21 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         overrides = list(args.overrides) + ([f"ui.mode={args.ui}"] if args.ui else [])
         cfg = load_config(args.config, overrides)
-        _print_result(train(cfg, args.run_dir))
+        dashboard = Dashboard()
+        try:
+            result = train(cfg, args.run_dir, progress=dashboard)
+        finally:
+            dashboard.plot(args.run_dir)
+        _print_result(result)
     elif args.command == "resume":
         from cotrain.trainer import resume
 
-        _print_result(resume(args.run_dir, ui=args.ui))
+        dashboard = Dashboard()
+        try:
+            result = resume(args.run_dir, progress=dashboard, ui=args.ui)
+        finally:
+            dashboard.plot(args.run_dir)
+        _print_result(result)
     elif args.command == "eval":
         from cotrain.evaluate import evaluate_run, format_report
 

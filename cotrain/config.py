@@ -1,9 +1,31 @@
-"""Typed run configuration: one frozen dataclass per section, a docstring per field.
+"""Typed run configuration: one frozen dataclass per component, nested, a docstring per field.
+
+Each component's knobs are written once, in the dataclass of the package that uses them:
+
+- ``TrainConfig.agent`` *is* an :class:`es_agent.specs.AgentSpec` (model, dtype, device, perturbation,
+  policy), with cotrain's run-level defaults (``dtype = "auto"``);
+- ``TrainConfig.env`` (:class:`EnvConfig`) holds the workers' :class:`es_agent.specs.EnvSpec` (``spec``: env
+  id, module, ``gym.make`` kwargs, step cap, infrastructure errors; cotrain's defaults are the embedded
+  WebArena-Lite env and 10 steps) beside the run-level task selection (splits, task ids or templates, tasks
+  per generation);
+- ``TrainConfig.es`` (:class:`ESConfig`) holds the search distribution's
+  :class:`~cotrain.distribution_config.CoEvolutionConfig` (``distribution``) beside the run length, the
+  population, the seed and the fitness shaping.
+
+Run state (the snapshot the replicas load, the current prompt pools, the split of one env) goes into those
+specs with :func:`dataclasses.replace` where it is used, never into the config.
+
+The TOML layout users write is flat per table: the keys of a *flat* component (``EnvConfig.spec``,
+``ESConfig.distribution``) are written in the table of its parent (``[env] max_steps = 2``, ``[es] sigma_0 =
+0.05``, ``--set es.sigma_0=0.05``); ``[es.distribution]`` is not a table. The distribution's
+``total_generations`` is not written either: it is ``es.schedule_generations``, or ``es.generations`` when
+that is left out. ``config.json`` has the same layout (:meth:`TrainConfig.to_dict`).
 
 Parsed only at entry points (the ``esopt`` CLI, the examples) from a TOML file plus
 ``--set section.key=value`` overrides, and written back as ``config.json`` into the run directory. Unknown
 keys and wrong types raise :class:`~cotrain.errors.ConfigError` naming the key path (``es.population``) and
-the expected type.
+the expected type; a table starts from the defaults of its field (a ``[agent]`` table that sets only
+``model`` keeps ``dtype = "auto"``).
 
 >>> cfg = load_config("configs/smoke.toml", ["es.population=8", "agent.model=tiny:1"])
 >>> cfg.es.population
@@ -27,21 +49,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from cotrain.distribution_config import CoEvolutionConfig
 from cotrain.errors import ConfigError
 from cotrain.shaping import ShapingConfig
-
-if typing.TYPE_CHECKING:  # pragma: no cover
-    from cotrain.distribution import CoEvolutionConfig
-    from es_agent.specs import AgentSpec, EnvSpec
+from es_agent.specs import AgentSpec, EnvSpec
 
 CONFIG_FORMAT = "esopt-config/1"
 """Tag written into ``config.json``."""
-_DEFAULT_INFRA_ERRORS = (
-    "webarena_gym.errors.BrowserError",
-    "webarena_gym.errors.EvaluatorError",
-    "ConnectionError",
-    "TimeoutError",
-)
+DEFAULT_ENV_ID = "WebArenaLite-v0"
+"""``env.env_id`` of a run that sets none: the embedded WebArena-Lite sites and bundled tasks."""
+DEFAULT_ENV_MODULE = "webarena_gym"
+"""``env.module`` of a run that sets none (it registers :data:`DEFAULT_ENV_ID`)."""
+DEFAULT_MAX_STEPS = 10
+"""``env.max_steps`` of a run that sets none."""
 
 
 def _fail(path: str, message: str) -> ConfigError:
@@ -49,58 +69,52 @@ def _fail(path: str, message: str) -> ConfigError:
 
 
 @dataclass(frozen=True)
-class AgentConfig:
-    """``[agent]``: the model and policy each worker builds (the fields of ``es_agent.AgentSpec``)."""
+class _Section:
+    """How the parser and :meth:`TrainConfig.to_dict` read a nested component (a field's ``metadata``)."""
 
-    model: str = "embedded"
-    """``"embedded"`` (SmolLM2-135M-Instruct), a local checkpoint directory or ``.gguf`` file, a hub id in the
-    local cache, or ``"tiny:<seed>"`` (a tiny random Qwen, for tests and smoke runs)."""
-    dtype: Literal["auto", "float32", "bfloat16", "float16", "float64"] = "auto"
-    """Weight dtype of every replica. ``"auto"``: bf16 on a CPU with native bf16 (AMX or AVX512-BF16 flags)
-    and on CUDA, float32 elsewhere; chosen once when the run starts and recorded in ``run.json``
-    (``"resolved"``), and a resumed run keeps the recorded dtype (its weight checksums depend on it)."""
-    device: str = "cpu"
-    """Device of each replica (``"cpu"``, ``"cuda"``)."""
-    mode: Literal["full", "lowrank"] = "full"
-    """Perturbation mode: full-rank in place, or EGGROLL-style low rank (then set ``rank``)."""
-    rank: int | None = None
-    """Rank of the low-rank noise (``mode = "lowrank"`` only)."""
-    params: tuple[str, ...] | None = None
-    """Globs over parameter names to perturb; leave out for every floating parameter."""
-    params_exclude: tuple[str, ...] = ()
-    """Globs removed from the selection."""
-    policy: dict[str, Any] = field(default_factory=dict)
-    """``es_agent.PolicyConfig`` fields (e.g. ``max_prompt_tokens``, ``decoding``)."""
-    torch_threads: int | None = 1
-    """Intra-op threads per worker (one is fastest for small models on small CPUs)."""
+    flat: bool = False
+    """Its keys are written in the parent's table (``[es] sigma_0``), not in a table of their own."""
+    hidden: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Its fields that a config does not set (run state, derived values), with what to do instead."""
 
-    def __post_init__(self) -> None:
-        self.spec()  # validates through es_agent's own checks
 
-    def spec(self, prompt_pools: str | Mapping[str, Any] | None = None,
-             snapshot: str | None = None) -> AgentSpec:
-        """The ``es_agent.AgentSpec`` these fields describe (with the given pools and snapshot)."""
-        from es_agent.specs import AgentSpec, SpecError
+def _section(default_factory: typing.Callable[[], Any], *, flat: bool = False,
+             hidden: Mapping[str, str] | None = None) -> Any:
+    """A component field: its default, and how it is written (see :class:`_Section`)."""
+    return field(default_factory=default_factory,
+                 metadata={"section": _Section(flat=flat, hidden=dict(hidden or {}))})
 
-        try:
-            return AgentSpec(model=self.model, dtype=self.dtype, device=self.device, mode=self.mode,
-                             rank=self.rank, params=self.params, params_exclude=self.params_exclude,
-                             snapshot=snapshot, prompt_pools=prompt_pools, policy=dict(self.policy),
-                             torch_threads=self.torch_threads)
-        except SpecError as exc:
-            raise _fail("agent", str(exc)) from None
+
+def _meta(f: dataclasses.Field[Any]) -> _Section:
+    meta = f.metadata.get("section")
+    return meta if isinstance(meta, _Section) else _Section()
+
+
+def _default_agent() -> AgentSpec:
+    return AgentSpec(dtype="auto")
+
+
+def _default_env_spec() -> EnvSpec:
+    return EnvSpec(env_id=DEFAULT_ENV_ID, module=DEFAULT_ENV_MODULE, max_steps=DEFAULT_MAX_STEPS)
+
+
+_AGENT_RUN_STATE = {
+    "snapshot": "is run state (the run's last weight snapshot), set by the run, not by the config",
+    "prompt_pools": "is run state (the run's current pools), set by the run; set prompts.pools instead",
+}
 
 
 @dataclass(frozen=True)
 class EnvConfig:
     """``[env]``: the Gymnasium environment of the workers and the training tasks."""
 
-    env_id: str = "WebArenaLite-v0"
-    """Registered Gymnasium id."""
-    module: str | None = "webarena_gym"
-    """Module imported (in every worker) to register ``env_id``."""
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments of ``gym.make`` (e.g. ``task_file``, ``sites``); ``split`` is added per use."""
+    spec: EnvSpec = _section(_default_env_spec, flat=True)
+    """The workers' env, an ``es_agent.EnvSpec`` whose fields are written flat in ``[env]``: ``env_id``
+    (default :data:`DEFAULT_ENV_ID`), ``module`` (imported in every worker to register the id; default
+    :data:`DEFAULT_ENV_MODULE`), ``kwargs`` (of ``gym.make``, e.g. ``task_file``, ``sites``; ``split`` is
+    added per use, see :meth:`spec_for`), ``max_steps`` (actions per episode before the rollout loop cuts it
+    off; default :data:`DEFAULT_MAX_STEPS`) and ``infra_errors`` (exception classes that mean infrastructure
+    failure: retried once, then raised, never scored 0)."""
     split: str | None = "train"
     """Split whose tasks the generations' task batches are drawn from (the env's ``split=`` argument)."""
     worker_split: str | None = "all"
@@ -115,10 +129,6 @@ class EnvConfig:
     ``run.json``; an unknown template, or one with no task in ``split``, is an error."""
     tasks_per_generation: int = 4
     """Tasks in each generation's batch, shared by all candidates."""
-    max_steps: int | None = 10
-    """Actions per episode before the rollout loop cuts it off."""
-    infra_errors: tuple[str, ...] = _DEFAULT_INFRA_ERRORS
-    """Exception classes that mean infrastructure failure (retried once, then raised; never scored 0)."""
 
     def __post_init__(self) -> None:
         if self.tasks_per_generation < 1:
@@ -128,21 +138,16 @@ class EnvConfig:
         if self.train_tasks is not None and len(self.train_tasks) < self.tasks_per_generation:
             raise _fail("env.train_tasks", f"has {len(self.train_tasks)} task(s), fewer than "
                         f"env.tasks_per_generation={self.tasks_per_generation}")
-        if "split" in self.kwargs:
+        if "split" in self.spec.kwargs:
             raise _fail("env.kwargs.split", "set env.split (training) and eval.split (held out) instead")
-        self.spec()
 
-    def spec(self, split: str | None = None) -> EnvSpec:
-        """The ``es_agent.EnvSpec`` of ``split`` (default: :attr:`worker_split`, the workers' env)."""
-        from es_agent.specs import EnvSpec, SpecError
-
+    def spec_for(self, split: str | None = None) -> EnvSpec:
+        """:attr:`spec` with ``split=`` in its kwargs (default: :attr:`worker_split`, the workers' env; no
+        ``split`` when that is ``None``)."""
         split = split if split is not None else self.worker_split
-        kwargs = dict(self.kwargs) if split is None else {**self.kwargs, "split": split}
-        try:
-            return EnvSpec(env_id=self.env_id, module=self.module, kwargs=kwargs, max_steps=self.max_steps,
-                           infra_errors=self.infra_errors)
-        except SpecError as exc:
-            raise _fail("env", str(exc)) from None
+        if split is None:
+            return self.spec
+        return dataclasses.replace(self.spec, kwargs={**self.spec.kwargs, "split": split})
 
 
 @dataclass(frozen=True)
@@ -155,26 +160,15 @@ class ESConfig:
     """Generations of the run."""
     seed: int = 0
     """Root seed of everything random in the run (noise seeds, env seeds, task batches, prompt mutation)."""
-    sigma_0: float = 1e-3
-    """Perturbation scale at the first generation (cosine decay from here)."""
-    sigma_min: float = 1e-4
-    """Perturbation scale at the end of the schedule."""
     schedule_generations: int | None = None
-    """Length of the cosine sigma schedule (default: ``generations``)."""
-    learning_rate: float = 0.5
-    """Weight step size (see ``cotrain.distribution``)."""
-    prompt_learning_rate: float = 0.2
-    """Mixing rate of the prompt categoricals, in [0, 1]."""
-    prob_floor: float = 0.01
-    """Least probability of any prompt variant."""
-    antithetic: bool = True
-    """Mirrored pairs (``+sigma``/``-sigma`` on one seed)."""
-    evolve_weights: bool = True
-    """Ablation switch: evolve the weights."""
-    evolve_prompts: bool = True
-    """Ablation switch: evolve the prompt categoricals."""
-    weight_normalisation: Literal["total_weight", "population"] = "total_weight"
-    """Divisor of the weight step."""
+    """Length of the cosine sigma schedule (default: ``generations``); the distribution's
+    ``total_generations``."""
+    distribution: CoEvolutionConfig = _section(CoEvolutionConfig, flat=True, hidden={
+        "total_generations": "set es.schedule_generations (default: es.generations) instead"})
+    """The search distribution's hyperparameters (``cotrain.distribution_config.CoEvolutionConfig``), written
+    flat in ``[es]``: ``sigma_0``, ``sigma_min``, ``learning_rate``, ``prompt_learning_rate``,
+    ``prob_floor``, ``antithetic``, ``evolve_weights``, ``evolve_prompts``, ``weight_normalisation``. Its
+    ``total_generations`` is always ``schedule_generations`` or ``generations`` (set here)."""
     shaping: ShapingConfig = field(default_factory=ShapingConfig)
     """``[es.shaping]``: how per-task rewards become candidate weights (``method``, ``per_task_centering``,
     ``per_task_scaling``)."""
@@ -186,23 +180,15 @@ class ESConfig:
             raise _fail("es.generations", f"must be >= 1, got {self.generations}")
         if self.seed < 0:
             raise _fail("es.seed", f"must be >= 0, got {self.seed}")
-        if self.antithetic and self.evolve_weights and self.population % 2:
+        if self.schedule_generations is not None and self.schedule_generations < 0:
+            raise _fail("es.schedule_generations",
+                        f"must be >= 0 (0 or left out: es.generations), got {self.schedule_generations}")
+        dist = self.distribution
+        if dist.antithetic and dist.evolve_weights and self.population % 2:
             raise _fail("es.population", f"must be even with antithetic pairs, got {self.population}")
-        self.distribution_config()
-
-    def distribution_config(self) -> CoEvolutionConfig:
-        """The ``CoEvolutionConfig`` of the run."""
-        from cotrain.distribution import CoEvolutionConfig
-
-        try:
-            return CoEvolutionConfig(
-                sigma_0=self.sigma_0, sigma_min=self.sigma_min,
-                total_generations=self.schedule_generations or self.generations,
-                learning_rate=self.learning_rate, prompt_learning_rate=self.prompt_learning_rate,
-                prob_floor=self.prob_floor, antithetic=self.antithetic, evolve_weights=self.evolve_weights,
-                evolve_prompts=self.evolve_prompts, weight_normalisation=self.weight_normalisation)
-        except ValueError as exc:
-            raise _fail("es", str(exc)) from None
+        total = self.schedule_generations or self.generations
+        if dist.total_generations != total:
+            object.__setattr__(self, "distribution", dataclasses.replace(dist, total_generations=total))
 
 
 @dataclass(frozen=True)
@@ -353,8 +339,11 @@ class TrainConfig:
 
     name: str = "run"
     """Name shown by the UI."""
-    agent: AgentConfig = field(default_factory=AgentConfig)
-    """``[agent]``."""
+    agent: AgentSpec = _section(_default_agent, hidden=_AGENT_RUN_STATE)
+    """``[agent]``: the ``es_agent.AgentSpec`` every worker builds (``model``, ``dtype`` (default ``"auto"``:
+    bf16 on a CPU with native bf16 and on CUDA, float32 elsewhere; chosen once when the run starts and
+    recorded in ``run.json``), ``device``, ``mode``, ``rank``, ``params``, ``params_exclude``, ``policy``,
+    ``torch_threads``). Its ``snapshot`` and ``prompt_pools`` are run state, set where the spec is used."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """``[env]``."""
     es: ESConfig = field(default_factory=ESConfig)
@@ -371,12 +360,15 @@ class TrainConfig:
     """``[ui]``."""
 
     def __post_init__(self) -> None:
-        if self.prompts.mutation and not self.es.evolve_prompts:
+        for name, why in _AGENT_RUN_STATE.items():
+            if getattr(self.agent, name) is not None:
+                raise _fail(f"agent.{name}", why)
+        if self.prompts.mutation and not self.es.distribution.evolve_prompts:
             raise _fail("prompts.mutation", "needs es.evolve_prompts = true (new variants would never run)")
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form (``config.json``), readable by :func:`config_from_dict`."""
-        return {"format": CONFIG_FORMAT, **_plain(dataclasses.asdict(self))}
+        """JSON form (``config.json``, the layout of the TOML tables), read by :func:`config_from_dict`."""
+        return {"format": CONFIG_FORMAT, **_section_dict(self)}
 
 
 @dataclass(frozen=True)
@@ -458,7 +450,8 @@ def config_from_dict(data: Mapping[str, Any]) -> TrainConfig:
     fmt = data.pop("format", CONFIG_FORMAT)
     if fmt != CONFIG_FORMAT:
         raise ConfigError(f"format: expected {CONFIG_FORMAT!r}, got {fmt!r}")
-    return _build(TrainConfig, data, "")
+    built: TrainConfig = _build(TrainConfig, data, "")
+    return built
 
 
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
@@ -475,7 +468,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
 
 def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
     """A copy of ``data`` with each ``a.b.c=value`` set (value read as TOML, else as a plain string)."""
-    out = json.loads(json.dumps(data))
+    out: dict[str, Any] = json.loads(json.dumps(data))
     for item in overrides:
         key, sep, raw = item.partition("=")
         key = key.strip()
@@ -502,26 +495,86 @@ def parse_override_value(raw: str) -> Any:
         return text
 
 
-def _build(cls: type, data: Any, path: str) -> Any:
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _init_fields(cls: Any) -> list[dataclasses.Field[Any]]:
+    return [f for f in dataclasses.fields(cls) if f.init]
+
+
+def _field_base(base: Any, f: dataclasses.Field[Any]) -> Any:
+    """The value a nested table starts from: the parent's value, else the field's default."""
+    if base is not None:
+        return getattr(base, f.name)
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None if f.default is dataclasses.MISSING else f.default
+
+
+def _table_keys(cls: Any, hints: Mapping[str, Any], hidden: Mapping[str, str],
+                ) -> tuple[dict[str, str | None], dict[str, str]]:
+    """``(key -> the flat field that owns it, or None for cls's own fields; key -> why it is not set)``."""
+    keys: dict[str, str | None] = {}
+    refused = dict(hidden)
+    for f in _init_fields(cls):
+        meta = _meta(f)
+        if meta.flat:
+            refused.update(meta.hidden)
+            keys.update({sub.name: f.name for sub in _init_fields(hints[f.name])
+                         if sub.name not in meta.hidden})
+        elif f.name not in hidden:
+            keys[f.name] = None
+    return keys, refused
+
+
+def _build(cls: Any, data: Any, path: str, base: Any = None, hidden: Mapping[str, str] | None = None) -> Any:
+    """``cls`` from the table ``data`` at ``path``: each key coerced to its field's type, nested tables and
+    flat components built the same way, starting from ``base`` (the value the parent holds, else the field
+    defaults); errors name the key path."""
     if dataclasses.is_dataclass(data) and isinstance(data, cls):
         return data
     if not isinstance(data, Mapping):
         raise _fail(path or "config", f"expected a table, got {_describe(data)}")
     hints = typing.get_type_hints(cls)
-    known = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    unknown = sorted(set(data) - set(known))
-    if unknown:
-        where = f"{path}." if path else ""
-        table = f" of [{path}]" if path else ""
-        raise ConfigError(f"unknown key {where}{unknown[0]} (known keys{table}: {', '.join(sorted(known))})")
-    kwargs = {name: _coerce(value, hints[name], f"{path}.{name}" if path else name)
-              for name, value in data.items()}
+    keys, refused = _table_keys(cls, hints, hidden or {})
+    for key in data:
+        if key in refused:
+            raise _fail(_join(path, key), refused[key])
+        if key not in keys:
+            raise _unknown_key(cls, path, key, keys)
+    by_name = {f.name: f for f in _init_fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        owner = keys[key]
+        if owner is not None:
+            continue
+        f = by_name[key]
+        if dataclasses.is_dataclass(hints[key]):
+            kwargs[key] = _build(hints[key], value, _join(path, key), _field_base(base, f), _meta(f).hidden)
+        else:
+            kwargs[key] = _coerce(value, hints[key], _join(path, key))
+    for name, f in by_name.items():
+        flat = {k: v for k, v in data.items() if keys[k] == name}
+        if flat:  # the component's keys live in this table, so do its error paths
+            kwargs[name] = _build(hints[name], flat, path, _field_base(base, f), _meta(f).hidden)
     try:
-        return cls(**kwargs)
+        return dataclasses.replace(base, **kwargs) if base is not None else cls(**kwargs)
     except ConfigError:
         raise
-    except (TypeError, ValueError) as exc:
-        raise _fail(path or "config", str(exc)) from None
+    except (TypeError, ValueError) as exc:  # a spec's own check (SpecError, DistributionError): name the path
+        message = str(exc).replace(f"{cls.__name__}.", f"{path}." if path else "")
+        raise _fail(path or "config", message) from None
+
+
+def _unknown_key(cls: Any, path: str, key: str, keys: Mapping[str, str | None]) -> ConfigError:
+    where = f"{path}." if path else ""
+    table = f" of [{path}]" if path else ""
+    own = sorted(k for k, owner in keys.items() if owner == key)
+    note = ""
+    if own:  # a flat component written as a table of its own
+        note = f"; the keys of {where}{key} are written in [{path}] itself, e.g. {where}{own[0]}"
+    return ConfigError(f"unknown key {where}{key} (known keys{table}: {', '.join(sorted(keys))}){note}")
 
 
 def _coerce(value: Any, tp: Any, path: str) -> Any:
@@ -593,9 +646,26 @@ def _describe(value: Any) -> str:
     return f"{value!r} ({type(value).__name__})"
 
 
+def _section_dict(obj: Any, hidden: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The table form of a component (the inverse of :func:`_build`): flat components merged into their
+    parent's table, hidden fields (run state, derived values) left out."""
+    out: dict[str, Any] = {}
+    for f in _init_fields(obj):
+        if hidden and f.name in hidden:
+            continue
+        meta, value = _meta(f), getattr(obj, f.name)
+        if meta.flat:
+            out.update(_section_dict(value, meta.hidden))
+        elif dataclasses.is_dataclass(value):
+            out[f.name] = _section_dict(value, meta.hidden)
+        else:
+            out[f.name] = _plain(value)
+    return out
+
+
 def _plain(value: Any) -> Any:
-    """Tuples as lists, recursively (the JSON form)."""
-    if isinstance(value, dict):
+    """Tuples as lists, mappings as dicts, recursively (the JSON form)."""
+    if isinstance(value, Mapping):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]

@@ -29,3 +29,8 @@ class RunIntegrityError(CheckpointError):
 class DistributionError(CotrainError, ValueError):
     """A search distribution was asked for something it cannot do: bad hyperparameters, rows or rewards of
     the wrong shape, a serialised state that does not fit (names the value and what was expected)."""
+
+
+class MetricsError(CotrainError, ValueError):
+    """Generation metrics cannot be read or plotted: a row that is not a status dict, or no generation at all
+    (names the row or the source)."""

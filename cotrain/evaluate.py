@@ -18,10 +18,9 @@ from cotrain.checkpoint import RunDir, RunState, atomic_write_json, read_json
 from cotrain.errors import CheckpointError, ConfigError, RunDirError
 from cotrain.export import EXPORT_FORMAT
 from cotrain.integrity import check_safetensors, verify_file_digest
-from cotrain.trainer import build_problem, check_models, ensure_ray, eval_task_ids
+from cotrain.tasks import TaskId, eval_task_ids
+from cotrain.trainer import build_problem, check_models, ensure_ray
 from es_agent.specs import check_task_ids
-
-TaskId = int | str
 
 
 def evaluate_run(run_dir: str | Path, *, split: str | None = None, n_tasks: int | None = None,
@@ -106,8 +105,8 @@ def _evaluate_export(run: RunDir, state: RunState, export_dir: Path,
     best = _check_export(export_dir)
     pools = read_json(export_dir / "prompt_pools.json", RunDirError)
     cfg = run.config
-    agent = dataclasses.replace(cfg.agent, model=str(export_dir)).spec(prompt_pools=pools)
-    problem = AgentProblem(agent, cfg.env.spec(), max_batch_tasks=len(tasks), task_ids=list(tasks),
+    agent = dataclasses.replace(cfg.agent, model=str(export_dir), prompt_pools=pools)
+    problem = AgentProblem(agent, cfg.env.spec_for(), max_batch_tasks=len(tasks), task_ids=list(tasks),
                            num_actors=cfg.workers.num_actors, seed=cfg.es.seed)
     try:
         rewards = problem.evaluate_centre(tasks, best["prompt_ids"], env_seed=cfg.eval.env_seed)

@@ -10,6 +10,7 @@ genome's texts), ``prompt_pools.json`` and ``esopt_export.json`` (provenance, an
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -45,7 +46,8 @@ def centre_model(run: RunDir, state: RunState) -> tuple[Any, Any, str]:
     from es_agent.perturb import apply_update, weights_checksum
     from es_agent.worker import load_agent_model
 
-    spec = run.config.agent.spec(snapshot=str(state.snapshot) if state.snapshot is not None else None)
+    spec = dataclasses.replace(run.config.agent,
+                               snapshot=str(state.snapshot) if state.snapshot is not None else None)
     model, tokenizer = load_agent_model(spec)
     for _, update in state.pending:
         apply_update(model, update.seeds, update.coeffs, **spec.perturb_kwargs())

@@ -214,9 +214,10 @@ class AgentSpec:
 class EnvSpec:
     """How a worker builds its environment: a registered Gymnasium id with keyword arguments."""
 
-    env_id: str = "WebArenaLite-v0"
-    """Registered Gymnasium id (``gym.make(env_id, **kwargs)``)."""
-    module: str | None = "webarena_gym"
+    env_id: str
+    """Registered Gymnasium id (``gym.make(env_id, **kwargs)``); no default: es_agent knows no particular env
+    (cotrain's run config defaults to the embedded WebArena-Lite one)."""
+    module: str | None = None
     """Module imported before ``gym.make`` so that the id is registered in every worker process (``None``:
     already registered). This is configuration, not an import of :mod:`es_agent`."""
     kwargs: Mapping[str, Any] = field(default_factory=dict)

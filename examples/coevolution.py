@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from _args import parse_args
 
+from cotrain.cli import Dashboard
 from cotrain.config import config_from_dict
 from cotrain.trainer import train
 
@@ -65,7 +66,11 @@ def main(argv: list[str] | None = None) -> None:
         "eval": {"every": args.generations, "split": args.eval_split, "n_tasks": 2},
         "ui": {"mode": args.ui},
     })
-    result = train(cfg, args.run_dir)
+    dashboard = Dashboard()  # the live dashboard of esopt train, then learning_curve.png (ui.plot)
+    try:
+        result = train(cfg, args.run_dir, progress=dashboard)
+    finally:
+        dashboard.plot(args.run_dir)
     print(f"{result.generation} generation(s) in {result.seconds:.1f}s; run directory {result.run_dir}")
 
 

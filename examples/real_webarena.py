@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             env.close()
         print(f"task {result.task_id}: reward {result.reward:g} after {result.steps} step(s)")
         return 0
+    from cotrain.cli import Dashboard
     from cotrain.config import config_from_dict
     from cotrain.trainer import train
 
@@ -121,7 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         "es": {"population": 4, "generations": args.generations},
         "eval": {"every": args.generations, "tasks": [int(t) for t in args.eval_tasks.split(",")]},
     })
-    print(train(cfg, args.run_dir))
+    dashboard = Dashboard()  # the live dashboard of esopt train, then learning_curve.png
+    try:
+        print(train(cfg, args.run_dir, progress=dashboard))
+    finally:
+        dashboard.plot(args.run_dir)
     return 0
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cotrain.errors import MetricsError
 from cotrain.ui.state import DashboardState, GenerationRecord
 
 
@@ -20,7 +21,7 @@ def load_metrics(source: str | Path | Sequence[Mapping[str, Any]]) -> list[Gener
     state = DashboardState()
     for i, row in enumerate(rows, start=1):
         if not isinstance(row, Mapping):
-            raise ValueError(f"metrics row {i} is {type(row).__name__}, expected a JSON object")
+            raise MetricsError(f"metrics row {i} is {type(row).__name__}, expected a JSON object")
         row = dict(row)
         row.setdefault("iter", row.get("generation", row.get("gen", i)))
         state.on_status(row)
@@ -38,7 +39,7 @@ def plot_learning_curve(
 
     records = load_metrics(source)
     if not records:
-        raise ValueError(f"no generations in {source!r}: nothing to plot")
+        raise MetricsError(f"no generations in {source!r}: nothing to plot")
     gens = [r.gen for r in records]
     fig = Figure(figsize=(8.0, 4.5), dpi=120, layout="constrained")
     FigureCanvasAgg(fig)

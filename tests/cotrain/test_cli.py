@@ -4,6 +4,7 @@ shipped on the embedded sites (browser)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import signal
@@ -11,11 +12,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from toy_web_env import toy_config_dict
 
 from cotrain.checkpoint import RunDir
 from cotrain.cli import main
+from cotrain.config import config_from_dict
+from cotrain.trainer import train
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = str(REPO / "configs" / "smoke.toml")
@@ -46,6 +51,53 @@ def test_cli_train_eval_export_resume_in_process(tmp_path: Path, toy_overrides: 
 
     assert main(["resume", "--run-dir", str(run_dir)]) == 0  # already finished: nothing to do
     assert "run finished after 1 generation(s)" in capsys.readouterr().out
+
+
+def test_the_library_prints_nothing_and_tells_the_progress_it_is_given(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``train`` shows no dashboard and writes no plot itself (even with ``ui.mode = "on"``): the CLI passes
+    its dashboard in (``progress=``), and no library module imports the UI package."""
+    cfg = config_from_dict(toy_config_dict(es={"generations": 1}, ui={"mode": "on", "plot": True}))
+    events: list[tuple[Any, ...]] = []
+
+    class Recorder:
+        def start(self) -> None:
+            events.append(("start",))
+
+        def on_generation_start(self, generation: int, rollouts_total: int) -> None:
+            events.append(("generation", generation, rollouts_total))
+
+        def on_rollout_started(self, worker_id: Any) -> None:
+            events.append(("started", worker_id))
+
+        def on_rollout_done(self, worker_id: Any) -> None:
+            events.append(("done", worker_id))
+
+        def close(self) -> None:
+            events.append(("close",))
+
+    seen: list[Any] = []
+
+    def progress(c: Any, searcher: Any) -> Recorder:
+        seen.append((c, searcher))
+        return Recorder()
+
+    result = train(cfg, tmp_path / "run", progress=progress)
+    assert result.finished and capsys.readouterr().out == ""
+    assert not (tmp_path / "run" / "learning_curve.png").exists()
+    assert len(seen) == 1 and seen[0][0].name == "toy" and seen[0][1].step_count == 1
+    assert events[:2] == [("start",), ("generation", 1, 8)] and events[-1] == ("close",)
+    assert events.count(("done", 0)) == 8 and ("started", 0) in events
+    package = REPO / "cotrain"
+    library = [f for f in package.rglob("*.py")
+               if f.name != "cli.py" and "ui" not in f.relative_to(package).parts]
+    imports_ui = []
+    for file in library:
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            imports_ui += [f"{file.name}:{node.lineno}" for n in names if n.startswith("cotrain.ui")]
+    assert len(library) > 10 and not imports_ui
 
 
 @pytest.mark.parametrize(("argv", "message"), [

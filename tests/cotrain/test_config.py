@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from cotrain.config import (
+    EnvConfig,
+    ESConfig,
     ResolvedSettings,
     TrainConfig,
     apply_overrides,
@@ -17,7 +20,9 @@ from cotrain.config import (
     resolve_settings,
     with_resolved,
 )
+from cotrain.distribution_config import CoEvolutionConfig
 from cotrain.errors import ConfigError
+from es_agent.specs import DEFAULT_INFRA_ERRORS, AgentSpec, EnvSpec
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -35,16 +40,97 @@ def test_smoke_config_is_the_tiny_in_process_run() -> None:
     got = (cfg.agent.model, cfg.es.population, cfg.es.generations, cfg.workers.num_actors)
     assert got == ("tiny:0", 4, 2, None)
     assert cfg.env.train_templates is not None and len(cfg.env.train_templates) == 2
-    assert cfg.env.tasks_per_generation == 2 and cfg.env.max_steps == 2
+    assert cfg.env.tasks_per_generation == 2 and cfg.env.spec.max_steps == 2
 
 
 def test_defaults_and_derived_specs() -> None:
     cfg = TrainConfig()
-    assert cfg.es.distribution_config().total_generations == cfg.es.generations
-    assert cfg.agent.spec().model == "embedded"
-    assert cfg.env.spec().kwargs == {"split": "all"}
-    assert cfg.env.spec(split="test").kwargs == {"split": "test"}
+    assert cfg.es.distribution.total_generations == cfg.es.generations
+    assert isinstance(cfg.agent, AgentSpec) and cfg.agent.model == "embedded"
+    assert cfg.env.spec_for().kwargs == {"split": "all"}
+    assert cfg.env.spec_for("test").kwargs == {"split": "test"}
+    assert cfg.env.spec.kwargs == {} and cfg.env.spec.env_id == "WebArenaLite-v0"
+    assert cfg.env.spec.module == "webarena_gym" and cfg.env.spec.max_steps == 10
     assert cfg.workers.num_actors is None
+
+
+def test_components_are_the_specs_of_their_packages_nested_not_restated() -> None:
+    cfg = load_config(CONFIGS / "smoke.toml", ["es.schedule_generations=5", "env.module=webarena_gym"])
+    assert type(cfg.agent) is AgentSpec and type(cfg.env.spec) is EnvSpec
+    assert type(cfg.es.distribution) is CoEvolutionConfig
+    # flat [es] keys land in es.distribution; total_generations is es.schedule_generations
+    assert cfg.es.distribution == CoEvolutionConfig(sigma_0=0.05, sigma_min=0.01, total_generations=5)
+    assert cfg.env.spec == EnvSpec(env_id="WebArenaLite-v0", module="webarena_gym", max_steps=2)
+    assert cfg.agent == AgentSpec(model="tiny:0", dtype="auto", policy={"max_prompt_tokens": 512})
+    # ... or es.generations when it is left out, also after a change of es.generations
+    assert load_config(CONFIGS / "smoke.toml", ["es.generations=7"]).es.distribution.total_generations == 7
+    longer = dataclasses.replace(cfg.es, generations=9, schedule_generations=None)
+    assert longer.distribution.total_generations == 9 and longer.distribution.sigma_0 == 0.05
+    # no field is written twice: the run config's tables are the specs' fields plus run-level ones
+    data = cfg.to_dict()
+    spec_keys = {f.name for f in dataclasses.fields(AgentSpec)} - {"snapshot", "prompt_pools"}
+    assert set(data["agent"]) == spec_keys
+    assert set(data["env"]) == {f.name for f in dataclasses.fields(EnvSpec)} | {
+        f.name for f in dataclasses.fields(EnvConfig) if f.name != "spec"}
+    assert set(data["es"]) == ({f.name for f in dataclasses.fields(CoEvolutionConfig)} - {"total_generations"}
+                               ) | {f.name for f in dataclasses.fields(ESConfig) if f.name != "distribution"}
+    assert data["es"]["schedule_generations"] == 5 and config_from_dict(data) == cfg
+
+
+def test_a_table_starts_from_its_fields_run_defaults() -> None:
+    # [agent] keeps cotrain's dtype "auto" (AgentSpec's own default is float32), [env] its WebArena defaults
+    cfg = config_from_dict({"agent": {"model": "tiny:1"}, "env": {"max_steps": 3}})
+    assert cfg.agent.dtype == "auto" and AgentSpec().dtype == "float32"
+    assert (cfg.env.spec.env_id, cfg.env.spec.module, cfg.env.spec.max_steps) == (
+        "WebArenaLite-v0", "webarena_gym", 3)
+    assert cfg.env.spec.infra_errors == DEFAULT_INFRA_ERRORS  # the one default list, es_agent's
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"agent": {"snapshot": "w.safetensors"}}, r"^agent\.snapshot: is run state"),
+    ({"agent": {"prompt_pools": "p.json"}}, r"^agent\.prompt_pools: .*set prompts\.pools instead"),
+    ({"es": {"total_generations": 5}}, r"^es\.total_generations: set es\.schedule_generations"),
+    ({"es": {"distribution": {"sigma_0": 0.1}}},
+     r"unknown key es\.distribution .*written in \[es\] itself, e\.g\. es\.antithetic"),
+    ({"env": {"spec": {"max_steps": 2}}}, r"unknown key env\.spec .*written in \[env\] itself"),
+    ({"env": {"max_steps": 0}}, r"^env: env\.max_steps must be a positive integer"),
+    ({"env": {"env_id": ""}}, r"^env: env\.env_id must be a non-empty string"),
+    ({"env": {"max_steps": "2"}}, r"^env\.max_steps: expected int, got '2'"),
+    ({"agent": {"mode": "lowrank"}}, r"^agent: agent\.rank must be an integer >= 1"),
+    ({"es": {"learning_rate": -1.0}}, r"^es: learning_rate must be >= 0"),
+    ({"es": {"schedule_generations": -1}}, r"^es\.schedule_generations: must be >= 0"),
+])
+def test_nested_components_name_the_key_path(data: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(data)
+
+
+def test_run_state_is_not_part_of_a_run_config() -> None:
+    with pytest.raises(ConfigError, match=r"agent\.snapshot"):
+        TrainConfig(agent=AgentSpec(snapshot="w.safetensors"))
+    with pytest.raises(ConfigError, match=r"env\.kwargs\.split"):
+        EnvConfig(spec=EnvSpec(env_id="X-v0", kwargs={"split": "train"}))
+
+
+def test_saved_config_json_of_the_previous_layout_loads(tmp_path: Path) -> None:
+    # a config.json as runs before the nesting wrote it (the same flat tables, its own key order)
+    old = {"format": "esopt-config/1", "name": "old",
+           "agent": {"model": "tiny:0", "dtype": "auto", "device": "cpu", "mode": "full", "rank": None,
+                     "params": None, "params_exclude": [], "policy": {"max_prompt_tokens": 512},
+                     "torch_threads": 1},
+           "env": {"env_id": "WebArenaLite-v0", "module": "webarena_gym", "kwargs": {}, "split": "train",
+                   "worker_split": "all", "train_tasks": None, "train_templates": [501, 503],
+                   "tasks_per_generation": 2, "max_steps": 2, "infra_errors": list(DEFAULT_INFRA_ERRORS)},
+           "es": {"population": 4, "generations": 2, "seed": 0, "sigma_0": 0.05, "sigma_min": 0.01,
+                  "schedule_generations": None, "learning_rate": 0.5, "prompt_learning_rate": 0.2,
+                  "prob_floor": 0.01, "antithetic": True, "evolve_weights": True, "evolve_prompts": True,
+                  "weight_normalisation": "total_weight",
+                  "shaping": {"method": "centered_ranks", "per_task_centering": True,
+                              "per_task_scaling": False}}}
+    cfg = config_from_dict(old)
+    assert cfg.to_dict()["es"] == old["es"] and cfg.to_dict()["agent"] == old["agent"]
+    assert cfg.to_dict()["env"] == old["env"]
+    assert cfg.es.distribution.total_generations == 2 and cfg.env.spec.max_steps == 2
 
 
 @pytest.mark.parametrize(("data", "message"), [

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from cotrain import trainer
+from cotrain import cli
 from cotrain.checkpoint import RunDir
 from cotrain.cli import main
 
@@ -107,9 +107,9 @@ def _worker_processes(pid: int) -> dict[str, Any]:
 
 
 def _probing_logger(probes: dict[int, dict[str, Any]], generation: int) -> Callable[..., Any]:
-    """A ``trainer.make_logger`` that, when a worker starts its first rollout of ``generation`` (its browser
+    """A ``cli.make_logger`` that, when a worker starts its first rollout of ``generation`` (its browser
     and sites were built in generation 1), records :func:`_worker_processes` of that worker's process."""
-    make_logger = trainer.make_logger
+    make_logger = cli.make_logger
 
     def make(cfg: Any, searcher: Any, console: Any = None) -> Any:
         logger = make_logger(cfg, searcher, console)
@@ -139,7 +139,7 @@ def tiny_run(ray_session: None, chromium_path: str,
     the one-worker run. ``probes``: each worker's processes, seen during generation 2."""
     probes: dict[int, dict[str, Any]] = {}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(trainer, "make_logger", _probing_logger(probes, generation=2))
+        patch.setattr(cli, "make_logger", _probing_logger(probes, generation=2))
         out = _esopt_train(tmp_path_factory.mktemp("ray") / "tiny", chromium_path)
     print(f"\ntiny run, 2 Ray workers, 2 generations: {out['seconds']:.1f} s wall, "
           f"bytes per generation {out['bytes']}, worker processes {probes}")
@@ -213,9 +213,9 @@ def test_bytes_per_generation_do_not_grow_with_model_size(tiny_run: dict[str, An
 
 
 def _killing_logger(killed: list[dict[str, Any]], generation: int, worker: int) -> Callable[..., Any]:
-    """A ``trainer.make_logger`` that, when ``worker`` starts its first rollout of ``generation``, SIGKILLs
+    """A ``cli.make_logger`` that, when ``worker`` starts its first rollout of ``generation``, SIGKILLs
     that worker's process (its pid as the worker reported it after the previous generation)."""
-    make_logger = trainer.make_logger
+    make_logger = cli.make_logger
 
     def make(cfg: Any, searcher: Any, console: Any = None) -> Any:
         logger = make_logger(cfg, searcher, console)
@@ -244,7 +244,7 @@ def test_worker_killed_mid_generation_loses_nothing_and_the_run_ends_on_the_same
         tiny_run: dict[str, Any], chromium_path: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     killed: list[dict[str, Any]] = []
-    monkeypatch.setattr(trainer, "make_logger", _killing_logger(killed, generation=2, worker=1))
+    monkeypatch.setattr(cli, "make_logger", _killing_logger(killed, generation=2, worker=1))
     out = _esopt_train(tmp_path / "killed", chromium_path)
     run: RunDir = out["run"]
     print(f"\nkill drill, 2 Ray workers, 2 generations: {out['seconds']:.1f} s wall, bytes per generation "

@@ -14,15 +14,8 @@ from toy_web_env import toy_config_dict
 from cotrain.checkpoint import RunDir
 from cotrain.config import EnvConfig, EvalConfig, config_from_dict, load_config
 from cotrain.errors import ConfigError, RunDirError
-from cotrain.trainer import (
-    RunTasks,
-    eval_task_ids,
-    resolve_tasks,
-    resume,
-    template_task_ids,
-    train,
-    train_task_ids,
-)
+from cotrain.tasks import RunTasks, eval_task_ids, resolve_tasks, template_task_ids, train_task_ids
+from cotrain.trainer import resume, train
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

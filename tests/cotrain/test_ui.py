@@ -22,6 +22,7 @@ from evotorch.algorithms import PGPE
 from evotorch.logging import PandasLogger, StdOutLogger
 from rich.console import Console
 
+from cotrain.errors import MetricsError
 from cotrain.ui import (
     DashboardState,
     RichDashboardLogger,
@@ -434,5 +435,7 @@ def test_learning_curve_from_jsonl(tmp_path: Path) -> None:
 def test_learning_curve_from_dicts_without_optional_keys(tmp_path: Path) -> None:
     rows = [{"iter": g, "reward_mean": 0.1 * g, "success_rate": 0.05 * g} for g in range(1, 6)]
     assert_png(plot_learning_curve(rows, tmp_path / "curve.png"))
-    with pytest.raises(ValueError, match="no generations"):
+    with pytest.raises(MetricsError, match="no generations"):
         plot_learning_curve([], tmp_path / "empty.png")
+    with pytest.raises(MetricsError, match="metrics row 2 is list"):
+        plot_learning_curve([rows[0], [1]], tmp_path / "bad.png")

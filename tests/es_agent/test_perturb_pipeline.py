@@ -270,7 +270,8 @@ def test_overlap_with_real_browser_resets_matches_the_plain_order(make_replica: 
                                                                   chromium_path: str) -> None:
     tasks = [_task(0, "What is the price of the mouse?", "19.99"), _task(1, "What colour is it?", "red")]
     browser = {"executable_path": chromium_path, "action_timeout_ms": 2000, "navigation_timeout_ms": 10_000}
-    env = EnvSpec(kwargs={"task_file": tasks, "sites": {"shopping": shop_url}, "max_steps": 1,
+    env = EnvSpec(env_id="WebArenaLite-v0", module="webarena_gym",
+                  kwargs={"task_file": tasks, "sites": {"shopping": shop_url}, "max_steps": 1,
                           "max_episode_steps": 1, "browser": browser})
     out = {}
     for overlap in (False, True):

@@ -13,8 +13,6 @@ import re
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from webarena_gym.errors import EvaluatorError
-
 FUZZY_SYSTEM = "You are a helpful assistant"
 
 
@@ -86,6 +84,9 @@ class Judge(Protocol):
 class TransformersJudge:
     """Any transformers causal LM as judge, prompted like WebArena's GPT-4 judge, decoded greedily.
 
+    Built from a model that is already loaded (this package loads no model and never imports ``es_agent``):
+    ``TransformersJudge(*es_agent.load_model("embedded"))``.
+
     An unparseable reply scores 0 (WebArena asserts instead); the last reply is kept in ``last_response``.
     """
 
@@ -98,24 +99,6 @@ class TransformersJudge:
         model_name = getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
         self.name = name or f"transformers:{model_name}"
         self.last_response: str | None = None
-
-    @classmethod
-    def from_spec(cls, spec: str = "embedded", **kwargs: Any) -> TransformersJudge:
-        """Load the judge model through ``es_agent.load_model(spec)`` (``"embedded"`` = the default model),
-        imported lazily; ``load_model`` must return ``(model, tokenizer)``."""
-        try:
-            from es_agent import load_model  # type: ignore[attr-defined]
-        except ImportError as exc:
-            raise EvaluatorError(
-                f"TransformersJudge.from_spec({spec!r}) needs es_agent.load_model, which is not importable "
-                f"({exc}); build the judge with TransformersJudge(model, tokenizer) or use OfflineJudge"
-            ) from exc
-        loaded = load_model(spec)
-        if not (isinstance(loaded, tuple) and len(loaded) == 2):
-            raise EvaluatorError(f"es_agent.load_model({spec!r}) returned {type(loaded).__name__}, "
-                                 "expected (model, tokenizer)")
-        model, tokenizer = loaded
-        return cls(model, tokenizer, name=kwargs.pop("name", f"transformers:{spec}"), **kwargs)
 
     def complete(self, user_message: str) -> str:
         """The model's greedy reply to WebArena's two-message chat (system + user)."""
