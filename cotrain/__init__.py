@@ -2,7 +2,10 @@
 schedule, the EvoTorch searcher, prompt-pool evolution, run directories, evaluation, export and the ``esopt``
 CLI.
 
-``import cotrain`` is light: names resolve lazily on first use (no torch, no evotorch, no model).
+``import cotrain`` is light: names resolve lazily on first use (no torch, no evotorch, no model), with
+:func:`es_agent.lazy.lazy_exports`; the errors (:mod:`cotrain.errors`) are imported at once. Helpers of the
+modules (fitness shaping's ``centered_ranks``, prompt evolution's ``recombine_lines``, ...) are imported from
+their modules.
 
 >>> from cotrain import load_config, train
 >>> result = train(load_config("configs/smoke.toml"), "runs/smoke")
@@ -10,24 +13,29 @@ CLI.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from cotrain.errors import CheckpointError, ConfigError, CotrainError, RunDirError
+from cotrain.errors import (
+    CheckpointError,
+    ConfigError,
+    CotrainError,
+    DistributionError,
+    MetricsError,
+    RunDirError,
+    RunIntegrityError,
+)
+from es_agent.lazy import lazy_exports
 
 _LAZY = {
     # distribution, shaping, schedule
     "CoEvolutionDistribution": "cotrain.distribution",
-    "CoEvolutionConfig": "cotrain.distribution",
+    "CoEvolutionConfig": "cotrain.distribution_config",
     "WeightUpdate": "es_agent.updates",
     "ShapingConfig": "cotrain.shaping",
     "shape_fitness": "cotrain.shaping",
-    "candidate_fitness": "cotrain.shaping",
-    "centered_ranks": "cotrain.shaping",
     "cosine_sigma": "cotrain.schedule",
     # config
     "TrainConfig": "cotrain.config",
-    "AgentConfig": "cotrain.config",
     "EnvConfig": "cotrain.config",
     "ESConfig": "cotrain.config",
     "PromptsConfig": "cotrain.config",
@@ -39,13 +47,11 @@ _LAZY = {
     "config_from_dict": "cotrain.config",
     # searcher and prompt evolution
     "CoEvolutionES": "cotrain.searcher",
-    "draw_task_batch": "cotrain.searcher",
+    "SearchProblem": "cotrain.protocols",
     "PromptEvolver": "cotrain.prompt_evolution",
     "PoolChange": "cotrain.prompt_evolution",
     "FailureReport": "cotrain.prompt_evolution",
     "ModelTextWriter": "cotrain.prompt_evolution",
-    "recombine_lines": "cotrain.prompt_evolution",
-    "check_variant_text": "cotrain.prompt_evolution",
     # run directories, training, evaluation, export
     "RunDir": "cotrain.checkpoint",
     "RunState": "cotrain.checkpoint",
@@ -59,7 +65,6 @@ _LAZY = {
 if TYPE_CHECKING:  # pragma: no cover
     from cotrain.checkpoint import RunDir, RunState
     from cotrain.config import (
-        AgentConfig,
         CheckpointConfig,
         EnvConfig,
         ESConfig,
@@ -71,39 +76,21 @@ if TYPE_CHECKING:  # pragma: no cover
         config_from_dict,
         load_config,
     )
-    from cotrain.distribution import CoEvolutionConfig, CoEvolutionDistribution
+    from cotrain.distribution import CoEvolutionDistribution
+    from cotrain.distribution_config import CoEvolutionConfig
     from cotrain.evaluate import evaluate_run
     from cotrain.export import export_run
-    from cotrain.prompt_evolution import (
-        FailureReport,
-        ModelTextWriter,
-        PoolChange,
-        PromptEvolver,
-        check_variant_text,
-        recombine_lines,
-    )
+    from cotrain.prompt_evolution import FailureReport, ModelTextWriter, PoolChange, PromptEvolver
+    from cotrain.protocols import SearchProblem
     from cotrain.schedule import cosine_sigma
-    from cotrain.searcher import CoEvolutionES, draw_task_batch
-    from cotrain.shaping import ShapingConfig, candidate_fitness, centered_ranks, shape_fitness
+    from cotrain.searcher import CoEvolutionES
+    from cotrain.shaping import ShapingConfig, shape_fitness
     from cotrain.trainer import TrainResult, resume, train
     from es_agent.updates import WeightUpdate
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cotrain' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
-
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 __all__ = [
-    "AgentConfig",
     "CheckpointConfig",
     "CheckpointError",
     "CoEvolutionConfig",
@@ -111,33 +98,32 @@ __all__ = [
     "CoEvolutionES",
     "ConfigError",
     "CotrainError",
+    "DistributionError",
     "ESConfig",
     "EnvConfig",
     "EvalConfig",
     "FailureReport",
+    "MetricsError",
     "ModelTextWriter",
     "PoolChange",
     "PromptEvolver",
     "PromptsConfig",
     "RunDir",
     "RunDirError",
+    "RunIntegrityError",
     "RunState",
+    "SearchProblem",
     "ShapingConfig",
     "TrainConfig",
     "TrainResult",
     "UIConfig",
     "WeightUpdate",
     "WorkersConfig",
-    "candidate_fitness",
-    "centered_ranks",
-    "check_variant_text",
     "config_from_dict",
     "cosine_sigma",
-    "draw_task_batch",
     "evaluate_run",
     "export_run",
     "load_config",
-    "recombine_lines",
     "resume",
     "shape_fitness",
     "train",
