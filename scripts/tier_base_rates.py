@@ -92,14 +92,15 @@ def main(argv: list[str] | None = None) -> int:
         by[("held-out", e["site"])].append(e["reward"])
         by[("held-out", "all")].append(e["reward"])
     commit = _commit()
-    print(f"\nmodel {args.model}, genome {args.genome}, scoring {config.scoring}, {args.dtype}, constrained, "
+    scoring = getattr(config, "scoring", "mean (the only scoring at this commit)")
+    print(f"\nmodel {args.model}, genome {args.genome}, scoring {scoring}, {args.dtype}, constrained, "
           f"max {args.max_steps} steps, env seed 0, commit {commit}")
     for (split, site), rewards in sorted(by.items()):
         print(f"{split:<20} {site:<15} {sum(r == 1.0 for r in rewards):>3}/{len(rewards):<3} "
               f"= {100 * sum(r == 1.0 for r in rewards) / len(rewards):5.1f} %")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"model": args.model, "genome": args.genome, "scoring": config.scoring,
+        args.out.write_text(json.dumps({"model": args.model, "genome": args.genome, "scoring": scoring,
                                         "dtype": args.dtype, "max_steps": args.max_steps, "commit": commit,
                                         "episodes": episodes}, indent=1) + "\n", encoding="utf-8")
     return 0
