@@ -1,8 +1,10 @@
 """Fixtures of the es_agent tests: tiny randomly initialised Qwen2 models (built offline in about a second),
-the default prompt pools and sample observations."""
+the default prompt pools and sample observations. This folder is put on ``sys.path`` so that its test files
+import the bare weight-level test model from ``tiny_models`` (one definition for all of them)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,10 @@ import torch
 
 from es_agent.prompts import PromptPools
 from es_agent.tiny import tiny_qwen
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
 
 SHOP_AXTREE = "\n".join([
     "[1] RootWebArea 'One Stop Market' focused: True",

@@ -7,20 +7,12 @@ import math
 
 import pytest
 import torch
+from tiny_models import tiny_net
 from torch import nn
-from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from es_agent.lowrank import linear_targets, lowrank_delta, lowrank_factors
 from es_agent.noise import PerturbationError, noise
 from es_agent.perturb import perturbed, perturbed_batch, select_parameters
-
-TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, vocab_size=256, max_position_embeddings=128)
-
-
-def tiny_qwen(seed: int = 0, dtype: torch.dtype = torch.float32, **overrides: object) -> Qwen2ForCausalLM:
-    torch.manual_seed(seed)
-    return Qwen2ForCausalLM(Qwen2Config(**{**TINY, **overrides})).to(dtype).eval()
 
 
 def snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -59,7 +51,7 @@ def test_lowrank_noise_has_unit_variance_entries_and_rank_r() -> None:
 
 @pytest.mark.parametrize("rank", [1, 4])
 def test_batched_members_equal_one_by_one(rank: int) -> None:
-    model = tiny_qwen()
+    model = tiny_net()
     seeds, scales = [101, 102, 101, 103], [0.05, 0.05, -0.05, 0.2]
     per_member = 2
     x = tokens(len(seeds) * per_member)
@@ -76,7 +68,7 @@ def test_batched_members_equal_one_by_one(rank: int) -> None:
 
 
 def test_batched_members_equal_one_by_one_with_kv_cache_decoding() -> None:
-    model = tiny_qwen()
+    model = tiny_net()
     seeds, scales = [7, 8], [0.1, -0.1]
     prompt = tokens(2, seq=6)
     with torch.no_grad():
@@ -90,7 +82,7 @@ def test_batched_members_equal_one_by_one_with_kv_cache_decoding() -> None:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_weights_are_never_written(dtype: torch.dtype) -> None:
-    model = tiny_qwen(dtype=dtype)
+    model = tiny_net(dtype=dtype)
     before = snapshot(model)
     with torch.no_grad(), perturbed_batch(model, [1, 2, 3], [0.1, 0.1, -0.1], rank=2):
         for name, p in model.named_parameters():
@@ -102,7 +94,7 @@ def test_weights_are_never_written(dtype: torch.dtype) -> None:
 
 
 def test_hooks_are_removed_on_exception() -> None:
-    model = tiny_qwen()
+    model = tiny_net()
     with pytest.raises(RuntimeError, match="boom"), perturbed(model, 1, 0.1, mode="lowrank", rank=2):
         raise RuntimeError("boom")
     assert all(not m._forward_hooks for m in model.modules())
@@ -111,7 +103,7 @@ def test_hooks_are_removed_on_exception() -> None:
 
 
 def test_only_linear_modules_are_perturbed_and_tied_heads_are_skipped() -> None:
-    model = tiny_qwen(tie_word_embeddings=True)
+    model = tiny_net(tie_word_embeddings=True)
     targets = linear_targets(model, select_parameters(model))
     names = {t.name for t in targets}
     assert "lm_head" not in names  # its weight is the input embedding: not a pure Linear weight
@@ -121,12 +113,12 @@ def test_only_linear_modules_are_perturbed_and_tied_heads_are_skipped() -> None:
     q = next(t for t in targets if t.name == "model.layers.0.self_attn.q_proj")
     assert q.bias is not None and q.weight is not None
     # untied head: it is a Linear like any other
-    untied = tiny_qwen(tie_word_embeddings=False)
+    untied = tiny_net(tie_word_embeddings=False)
     assert "lm_head" in {t.name for t in linear_targets(untied, select_parameters(untied))}
 
 
 def test_selection_applies_in_lowrank_mode() -> None:
-    model = tiny_qwen()
+    model = tiny_net()
     x = tokens(1)
     with torch.no_grad():
         base = model(x).logits
@@ -140,14 +132,14 @@ def test_selection_applies_in_lowrank_mode() -> None:
 
 
 def test_batch_must_split_into_members() -> None:
-    model = tiny_qwen()
+    model = tiny_net()
     with torch.no_grad(), perturbed_batch(model, [1, 2, 3], [0.1] * 3, rank=2), \
             pytest.raises(PerturbationError, match="cannot be split into 3"):
         model(tokens(4))
 
 
 def test_perturbed_batch_arguments_are_validated() -> None:
-    model = tiny_qwen()
+    model = tiny_net()
     with pytest.raises(PerturbationError, match="lowrank"), perturbed_batch(model, [1], [0.1], mode="full"):
         pass
     with pytest.raises(PerturbationError, match="as many scales"), \
@@ -189,7 +181,7 @@ def test_autograd_still_works_through_the_hook() -> None:
 
 
 def test_zero_scale_installs_no_hook_and_changes_nothing() -> None:
-    model = tiny_qwen()
+    model = tiny_net()
     x = tokens(1)
     with torch.no_grad():
         base = model(x).logits
@@ -198,3 +190,22 @@ def test_zero_scale_installs_no_hook_and_changes_nothing() -> None:
             assert torch.equal(model(x).logits, base)
         with perturbed_batch(model, [1, 2], [0.0, 0.1], rank=2):  # one live member: hooks are needed
             assert any(m._forward_hooks for m in model.modules())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_cuda_replica_sees_the_cpu_lowrank_noise() -> None:
+    # docs/CONTRACTS.md: low-rank factors are drawn by the CPU generator and moved to the device
+    a_cpu, b_cpu = lowrank_factors(11, 3, 64, 128, 4)
+    a_gpu, b_gpu = lowrank_factors(11, 3, 64, 128, 4, device="cuda")
+    assert a_gpu.is_cuda and torch.equal(a_gpu.cpu(), a_cpu) and torch.equal(b_gpu.cpu(), b_cpu)
+    cpu, gpu = tiny_net(), tiny_net().cuda()
+    x = tokens(2)
+    with torch.no_grad():
+        centre = cpu(x).logits
+        with perturbed(cpu, 5, 0.05, mode="lowrank", rank=2):
+            want = cpu(x).logits
+        with perturbed(gpu, 5, 0.05, mode="lowrank", rank=2):
+            got = gpu(x.cuda()).logits.cpu()
+    assert not torch.allclose(want, centre, atol=1e-4)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_models import TINY_NET_CONFIG, tiny_net
 from torch import nn
-from transformers import Qwen2Config, Qwen2ForCausalLM
 
 import es_agent.noise as noise_module
 from es_agent.noise import PerturbationError, add_noise_undoable_, noise, undo_noise_
@@ -24,13 +24,6 @@ from es_agent.perturb import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, vocab_size=256, max_position_embeddings=128)
-
-
-def tiny_qwen(seed: int = 0, dtype: torch.dtype = torch.float32, **overrides: object) -> Qwen2ForCausalLM:
-    torch.manual_seed(seed)
-    return Qwen2ForCausalLM(Qwen2Config(**{**TINY, **overrides})).to(dtype).eval()
 
 
 def snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -45,7 +38,7 @@ def assert_bit_identical(model: nn.Module, before: dict[str, torch.Tensor]) -> N
 # ---------------------------------------------------------------------------------------------- selection
 
 def test_default_selection_is_every_floating_parameter_once() -> None:
-    model = tiny_qwen(tie_word_embeddings=True)
+    model = tiny_net(tie_word_embeddings=True)
     selected = select_parameters(model)
     names = [n for n, _ in model.named_parameters()]
     assert [sp.name for sp in selected] == names
@@ -55,7 +48,7 @@ def test_default_selection_is_every_floating_parameter_once() -> None:
 
 
 def test_selection_patterns_and_stable_indices() -> None:
-    model = tiny_qwen()
+    model = tiny_net()
     mlp = select_parameters(model, "*.mlp.*")
     assert [sp.name for sp in mlp] == [f"model.layers.{i}.mlp.{k}_proj.weight"
                                        for i in range(2) for k in ("gate", "up", "down")]
@@ -69,7 +62,7 @@ def test_selection_patterns_and_stable_indices() -> None:
 
 
 def test_selection_errors_name_the_problem() -> None:
-    model = tiny_qwen()
+    model = tiny_net()
     with pytest.raises(PerturbationError, match="'*.mpl.*'"):
         select_parameters(model, ["*.mlp.*", "*.mpl.*"])
     with pytest.raises(PerturbationError, match="leaves no parameter"):
@@ -88,7 +81,7 @@ def test_non_floating_parameters_are_never_selected() -> None:
 # ---------------------------------------------------------------------------------------------- exactness
 
 def test_perturbed_weights_are_theta_plus_scale_eps() -> None:
-    model = tiny_qwen(dtype=torch.bfloat16)
+    model = tiny_net(dtype=torch.bfloat16)
     before = snapshot(model)
     with perturbed(model, 42, -0.05) as inside:
         assert inside is model
@@ -101,7 +94,7 @@ def test_perturbed_weights_are_theta_plus_scale_eps() -> None:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_hundred_perturb_restore_cycles_are_bit_exact(dtype: torch.dtype) -> None:
-    model = tiny_qwen(dtype=dtype)
+    model = tiny_net(dtype=dtype)
     before = snapshot(model)
     x = torch.randint(0, 256, (2, 8), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
@@ -127,7 +120,7 @@ def test_large_multi_chunk_tensors_restore_exactly() -> None:
 
 def test_naive_subtract_restore_drifts_in_bf16() -> None:
     """Contrast: restoring by subtracting the noise again does not give the weights back in bf16."""
-    model = tiny_qwen(dtype=torch.bfloat16)
+    model = tiny_net(dtype=torch.bfloat16)
     before = snapshot(model)
     sigma = 0.02
     with torch.no_grad():
@@ -145,7 +138,7 @@ def test_naive_subtract_restore_drifts_in_bf16() -> None:
 
 
 def test_perturbed_restores_on_exception() -> None:
-    model = tiny_qwen(dtype=torch.bfloat16)
+    model = tiny_net(dtype=torch.bfloat16)
     before = snapshot(model)
     with pytest.raises(RuntimeError, match="rollout crashed"), perturbed(model, 5, 0.1):
         raise RuntimeError("rollout crashed")
@@ -156,7 +149,7 @@ def test_perturbed_restores_on_exception() -> None:
 
 
 def test_nested_perturbations_and_updates_inside_are_refused() -> None:
-    model = tiny_qwen()
+    model = tiny_net()
     before = snapshot(model)
     with perturbed(model, 1, 0.1):
         with pytest.raises(PerturbationError, match="already inside"), perturbed(model, 2, 0.1):
@@ -167,7 +160,7 @@ def test_nested_perturbations_and_updates_inside_are_refused() -> None:
 
 
 def test_mode_arguments_are_validated() -> None:
-    model = tiny_qwen()
+    model = tiny_net()
     with pytest.raises(PerturbationError, match="meaningless"), perturbed(model, 1, 0.1, rank=2):
         pass
     with pytest.raises(PerturbationError, match="rank >= 1"), perturbed(model, 1, 0.1, mode="lowrank"):
@@ -177,7 +170,7 @@ def test_mode_arguments_are_validated() -> None:
 
 
 def test_perturbed_works_on_parameters_that_require_grad_and_keeps_grad_mode() -> None:
-    model = tiny_qwen()
+    model = tiny_net()
     assert all(p.requires_grad for p in model.parameters())
     with perturbed(model, 3, 0.01):
         assert torch.is_grad_enabled()
@@ -266,7 +259,7 @@ def test_tensors_whose_record_is_near_a_copy_are_restored_by_copy_from_then_on()
 
 
 def test_an_interrupted_perturbation_leaves_the_weights_as_they_were(monkeypatch: pytest.MonkeyPatch) -> None:
-    model = tiny_qwen()
+    model = tiny_net()
     before = snapshot(model)
     calls = {"n": 0}
     real_add = noise_module._add_block
@@ -285,7 +278,7 @@ def test_an_interrupted_perturbation_leaves_the_weights_as_they_were(monkeypatch
 
 
 def test_weights_written_inside_a_block_are_named() -> None:
-    model = tiny_qwen()
+    model = tiny_net()
     with pytest.raises(PerturbationError, match="model.norm.weight"), perturbed(model, 1, 0.1), \
             torch.no_grad():
         model.model.norm.weight.mul_(2.0)
@@ -294,12 +287,12 @@ def test_weights_written_inside_a_block_are_named() -> None:
 
 
 def test_external_weight_changes_are_kept() -> None:
-    model = tiny_qwen()
+    model = tiny_net()
     with perturbed(model, 1, 0.1):
         pass
     with torch.no_grad():
         model.model.norm.weight.mul_(2.0)  # an in-place edit outside perturbed(...)
-    other = tiny_qwen(seed=9)
+    other = tiny_net(seed=9)
     model.lm_head.load_state_dict(other.lm_head.state_dict())  # and a load
     model.model.norm.weight.data.mul_(2.0)  # and a write through .data
     edited = snapshot(model)
@@ -309,7 +302,7 @@ def test_external_weight_changes_are_kept() -> None:
 
 
 def test_model_state_is_dropped_with_the_model() -> None:
-    model = tiny_qwen()
+    model = tiny_net()
     with perturbed(model, 1, 0.1):
         pass
     n_before = len(_STATES)
@@ -323,9 +316,9 @@ def test_model_state_is_dropped_with_the_model() -> None:
 # ---------------------------------------------------------------------------------------------- checksum
 
 def test_checksum_equal_for_equal_weights_and_sensitive_to_one_ulp() -> None:
-    a, b = tiny_qwen(seed=0, dtype=torch.bfloat16), tiny_qwen(seed=0, dtype=torch.bfloat16)
+    a, b = tiny_net(seed=0, dtype=torch.bfloat16), tiny_net(seed=0, dtype=torch.bfloat16)
     assert weights_checksum(a) == weights_checksum(b)
-    assert weights_checksum(a) != weights_checksum(tiny_qwen(seed=1, dtype=torch.bfloat16))
+    assert weights_checksum(a) != weights_checksum(tiny_net(seed=1, dtype=torch.bfloat16))
     with torch.no_grad():
         w = b.model.layers[1].mlp.down_proj.weight
         w.view(torch.int16).view(-1)[77] += 1  # the next bf16 value: one ulp
@@ -342,7 +335,7 @@ def test_checksum_and_update_agree_across_processes() -> None:
         "from transformers import Qwen2Config, Qwen2ForCausalLM\n"
         "from es_agent.perturb import apply_update, perturbed, weights_checksum\n"
         "torch.manual_seed(0)\n"
-        f"m = Qwen2ForCausalLM(Qwen2Config(**{TINY!r})).to(torch.bfloat16)\n"
+        f"m = Qwen2ForCausalLM(Qwen2Config(**{TINY_NET_CONFIG!r})).to(torch.bfloat16)\n"
         "print(weights_checksum(m))\n"
         "with perturbed(m, 3, 0.1):\n"
         "    pass\n"
@@ -351,7 +344,7 @@ def test_checksum_and_update_agree_across_processes() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
                          check=True, timeout=300)
-    model = tiny_qwen(dtype=torch.bfloat16)
+    model = tiny_net(dtype=torch.bfloat16)
     here = [weights_checksum(model)]
     apply_update(model, [11, 12, 11], [0.01, -0.02, 0.005])
     here.append(weights_checksum(model))

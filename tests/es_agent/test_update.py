@@ -8,24 +8,17 @@ from typing import Any
 
 import pytest
 import torch
+from tiny_models import tiny_net
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
-from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from es_agent.lowrank import linear_targets, lowrank_delta
 from es_agent.noise import CHUNK_SIZE, block_capacity, noise
 from es_agent.perturb import apply_update, perturbed, select_parameters
 
-TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, vocab_size=256, max_position_embeddings=128)
 SEEDS = [21, 22, 23, 21]
 COEFFS = [0.4, -0.3, 0.2, 0.1]
-
-
-def tiny_qwen(seed: int = 0, dtype: torch.dtype = torch.float32, **overrides: object) -> Qwen2ForCausalLM:
-    torch.manual_seed(seed)
-    return Qwen2ForCausalLM(Qwen2Config(**{**TINY, **overrides})).to(dtype).eval()
 
 
 def snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -76,7 +69,7 @@ def dense_reference(model: nn.Module, mode: str, rank: int | None = None) -> dic
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_full_update_equals_dense_reference(dtype: torch.dtype) -> None:
-    model = tiny_qwen(dtype=dtype)
+    model = tiny_net(dtype=dtype)
     expected = dense_reference(model, "full")
     apply_update(model, SEEDS, COEFFS)
     tol = 1e-6 if dtype == torch.float32 else 8e-3
@@ -86,7 +79,7 @@ def test_full_update_equals_dense_reference(dtype: torch.dtype) -> None:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_lowrank_update_equals_dense_reference(dtype: torch.dtype) -> None:
-    model = tiny_qwen(dtype=dtype, tie_word_embeddings=True)
+    model = tiny_net(dtype=dtype, tie_word_embeddings=True)
     before = snapshot(model)
     expected = dense_reference(model, "lowrank", rank=3)
     apply_update(model, SEEDS, COEFFS, mode="lowrank", rank=3)
@@ -100,7 +93,7 @@ def test_lowrank_update_equals_dense_reference(dtype: torch.dtype) -> None:
 
 
 def test_full_update_reproduces_the_evaluated_weights_exactly() -> None:
-    model = tiny_qwen(dtype=torch.bfloat16)
+    model = tiny_net(dtype=torch.bfloat16)
     with perturbed(model, 77, -0.03):
         evaluated = snapshot(model)
     apply_update(model, [77], [-0.03])
@@ -109,7 +102,7 @@ def test_full_update_reproduces_the_evaluated_weights_exactly() -> None:
 
 
 def test_lowrank_update_reproduces_the_evaluated_function() -> None:
-    model = tiny_qwen()
+    model = tiny_net()
     x = torch.randint(0, 256, (2, 8), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         with perturbed(model, 5, 0.2, mode="lowrank", rank=2):
@@ -119,7 +112,7 @@ def test_lowrank_update_reproduces_the_evaluated_function() -> None:
 
 
 def test_antithetic_pairs_cancel_and_empty_updates_are_no_ops() -> None:
-    model = tiny_qwen()
+    model = tiny_net()
     before = snapshot(model)
     apply_update(model, [3, 3], [0.5, -0.5])
     apply_update(model, [], [])
@@ -129,7 +122,7 @@ def test_antithetic_pairs_cancel_and_empty_updates_are_no_ops() -> None:
 
 
 def test_perturbing_after_an_update_restores_the_updated_weights() -> None:
-    model = tiny_qwen(dtype=torch.bfloat16)
+    model = tiny_net(dtype=torch.bfloat16)
     with perturbed(model, 1, 0.1):
         pass
     apply_update(model, SEEDS, COEFFS)
@@ -186,7 +179,7 @@ def test_lowrank_update_buffers_stay_within_one_chunk() -> None:
 
 
 def test_update_cost_is_independent_of_seed_order_for_merged_seeds() -> None:
-    a, b = tiny_qwen(), tiny_qwen()
+    a, b = tiny_net(), tiny_net()
     apply_update(a, [1, 2, 1], [0.1, 0.2, 0.3])
     apply_update(b, [1, 2], [0.1 + 0.3, 0.2])
     for (name, pa), pb in zip(a.named_parameters(), b.parameters(), strict=True):
