@@ -1,6 +1,8 @@
 # The two commands of the README: `make demo` (the main job) and `make test` (lint + the test suite).
 # Both set up a fresh machine first (idempotent; see scripts/bootstrap.sh).
 PY := .venv/bin/python
+# pytest-xdist workers of `make test` / `make test-fast` (tests/conftest.py groups the tests; 0 = one process)
+TEST_WORKERS ?= 2
 
 .PHONY: bootstrap demo smoke test test-fast lint typecheck bench bench-quick
 bootstrap:
@@ -22,11 +24,11 @@ typecheck: bootstrap
 test: bootstrap
 	.venv/bin/ruff check .
 	.venv/bin/mypy
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS)
 
 test-fast: bootstrap
 	.venv/bin/ruff check .
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not slow"
 
 bench: bootstrap
 	$(PY) -m benchmarks.run

