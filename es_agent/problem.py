@@ -100,7 +100,7 @@ class AgentProblem(AgentProblemBase):
     def _get_cloned_state(self, *, memo: dict) -> dict:
         # Remote replicas keep no state worth collecting (they are rebuilt from the log), and a dead actor
         # must not stop the Problem from being pickled into its replacement: skip EvoTorch's actor round trip.
-        actors: list[Any] | None = self._actors
+        actors = self._actors
         self._actors = None
         try:
             return super()._get_cloned_state(memo=memo)

@@ -39,6 +39,8 @@ class AgentProblemBase(Problem):
     Subclasses give the solution shape and :meth:`_batch_rewards`.
     """
 
+    _actors: list[Any] | None  # EvoTorch's Ray actors (None: evaluation in this process); declared for mypy
+
     def __init__(self, agent: AgentSpec, env: EnvSpec, *, solution_length: int, dtype: torch.dtype,
                  max_batch_tasks: int, task_ids: Sequence[TaskId] | None, num_actors: int | str | None,
                  actor_config: Mapping[str, Any] | None, seed: int | None,
