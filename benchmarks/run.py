@@ -39,6 +39,7 @@ BENCHMARKS: dict[str, str] = {
     "throughput": "benchmarks.bench_throughput",
     "prompt": "benchmarks.bench_prompt",
     "generation": "benchmarks.bench_generation",
+    "agreement": "benchmarks.bench_agreement",  # issue #13 item 4: step agreement (engineer F)
     "gpu": "benchmarks.bench_gpu",
 }
 """Benchmark name -> module with ``main(quick) -> list[dict]``, in running order."""

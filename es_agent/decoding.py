@@ -4,11 +4,14 @@
 * :func:`decode` runs greedy steps for a batch of prefilled rows, a *chooser* picking each row's next tokens
   (free greedy: :class:`GreedyChooser`; grammar-constrained: :class:`TrieChooser`, which walks a token trie of
   the valid candidate actions and runs the model only where the trie branches);
-* :func:`score_candidates` ranks candidate continuations by mean token log-probability, in batched forwards
-  over the row's KV cache expanded to the candidates;
-* :func:`prefill_batch` and :func:`score_candidates_batch` do the same for K prompts of different lengths in
-  ONE forward each (a :class:`BatchState`): the batched population of :mod:`es_agent.population`, where row
-  ``k`` is population member ``k`` under :func:`es_agent.perturb.perturbed_batch`.
+* :func:`candidate_logprobs` gives every candidate continuation's token log-probabilities in ONE
+  tree-attention forward over their token trie after the row's KV cache; :func:`combine_scores` turns them
+  into scores (mean, sum, calibrated against a content-free prompt, two-stage: kind then argument), and
+  :func:`score_candidates` does both for the prior-free scorings;
+* :func:`prefill_batch` and :func:`candidate_logprobs_batch` / :func:`score_candidates_batch` do the same
+  for K prompts of different lengths in ONE forward each (a :class:`BatchState`): the batched population
+  of :mod:`es_agent.population`, where row ``k`` is population member ``k`` under
+  :func:`es_agent.perturb.perturbed_batch`.
 
 Everything expects to run under ``torch.inference_mode()``. Thread count is the caller's business (one
 thread per worker process is fastest for small models on small CPUs: see DESIGN.md, Known pitfalls).
@@ -19,7 +22,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 import torch
 import torch.nn.functional as F
@@ -235,16 +238,26 @@ def decode(model: torch.nn.Module, rows: Sequence[RowState], choose: Chooser, *,
     return outputs
 
 
-def score_candidates(model: torch.nn.Module, row: RowState, candidates: Sequence[Sequence[int]]
-                     ) -> list[float]:
-    """Mean token log-probability of each candidate continuation after the row's prompt, in ONE forward.
+def score_candidates(model: torch.nn.Module, row: RowState, candidates: Sequence[Sequence[int]],
+                     scoring: str = "mean") -> list[float]:
+    """Score of each candidate continuation after the row's prompt (``"mean"`` or ``"sum"`` of its token
+    log-probabilities, see :func:`combine_scores`), in ONE forward of :func:`candidate_logprobs`."""
+    if scoring not in ("mean", "sum"):
+        raise ValueError(f"score_candidates combines 'mean' or 'sum' only (the others need a prior or the "
+                         f"candidate texts: combine_scores), got {scoring!r}")
+    return combine_scores(candidate_logprobs(model, row, candidates), scoring)
+
+
+def candidate_logprobs(model: torch.nn.Module, row: RowState, candidates: Sequence[Sequence[int]]
+                       ) -> list[list[float]]:
+    """The token log-probabilities of each candidate continuation after the row's prompt, in ONE forward.
 
     The candidates' token trie is packed into one sequence after the prompt's KV cache (tree attention): each
     trie node attends to the prompt and to its own ancestors only, at the position its depth gives it. Only
     the inner nodes (those with children) go through the model: a leaf's log-probability comes from its
     parent's logits, and no node attends to a leaf. The cost is one forward over the trie's inner nodes
     (shared prefixes such as ``click [`` counted once), whatever the number of candidates; the scores equal
-    those of scoring every candidate on its own.
+    those of scoring every candidate on its own. Returns one list of token log-probabilities per candidate.
     """
     tokens, parents, depths, paths = _flatten_trie(candidates)
     n, length = len(tokens), row.length
@@ -280,7 +293,7 @@ def score_candidates(model: torch.nn.Module, row: RowState, candidates: Sequence
         rows_ = torch.tensor([where[parents[i]] for i in children], device=device)
         cols = torch.tensor([tokens[i] for i in children], device=device)
         node_logp[children] = logp[rows_, cols].cpu()
-    return [float(node_logp[path].sum()) / len(path) for path in paths]
+    return [node_logp[path].tolist() for path in paths]
 
 
 def _flatten_trie(candidates: Sequence[Sequence[int]]
@@ -420,13 +433,23 @@ def prefill_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]],
 
 
 def score_candidates_batch(model: torch.nn.Module, state: BatchState,
-                           candidates: Sequence[Sequence[Sequence[int]]]) -> list[list[float]]:
-    """Mean token log-probability of each row's candidates after its prompt, all rows in ONE forward.
+                           candidates: Sequence[Sequence[Sequence[int]]], scoring: str = "mean"
+                           ) -> list[list[float]]:
+    """Score (``"mean"`` or ``"sum"``, :func:`combine_scores`) of each row's candidates after its prompt, all
+    rows in ONE forward of :func:`candidate_logprobs_batch`."""
+    if scoring not in ("mean", "sum"):
+        raise ValueError(f"score_candidates_batch combines 'mean' or 'sum' only, got {scoring!r}")
+    return [combine_scores(logps, scoring) for logps in candidate_logprobs_batch(model, state, candidates)]
+
+
+def candidate_logprobs_batch(model: torch.nn.Module, state: BatchState,
+                             candidates: Sequence[Sequence[Sequence[int]]]) -> list[list[list[float]]]:
+    """The token log-probabilities of each row's candidates after its prompt, all rows in ONE forward.
 
     Row ``k``'s candidate trie is packed after its prompt as in :func:`score_candidates` (tree attention over
     the trie's inner nodes); the rows' tries are padded to the largest (padding queries attend to themselves
     only and are never read). Each row's scores equal :func:`score_candidates` on that row alone, up to float
-    rounding. The state's cache is left unchanged.
+    rounding. The state's cache is left unchanged. Returns ``[row][candidate][token]``.
     """
     k = len(state.ids)
     if len(candidates) != k:
@@ -474,5 +497,81 @@ def score_candidates_batch(model: torch.nn.Module, state: BatchState,
             rows_ = torch.tensor([where[parents[i]] for i in children], device=device)
             cols = torch.tensor([tokens[i] for i in children], device=device)
             node_logp[b][children] = logp[rows_, cols].cpu()
-    return [[float(logp[path].sum()) / len(path) for path in paths]
+    return [[logp[path].tolist() for path in paths]
             for logp, (_, _, _, paths) in zip(node_logp, tries, strict=True)]
+
+
+# ------------------------------------------------------------------------------------- candidate scores
+
+Scoring = Literal["mean", "sum", "calibrated", "calibrated_mean", "two_stage", "two_stage_calibrated"]
+"""How constrained decoding ranks candidates by their token log-probabilities (:func:`combine_scores`)."""
+SCORINGS: tuple[str, ...] = get_args(Scoring)
+"""Every :data:`Scoring`, in a stable order."""
+NEEDS_PRIOR = frozenset({"calibrated", "calibrated_mean", "two_stage_calibrated"})
+"""The scorings that need each candidate's log-probabilities under a content-free prompt."""
+
+
+def action_kind(action: str) -> str:
+    """The verb of a candidate action (``click``, ``type``, ``stop``, ``scroll``, ``go_back``, ...)."""
+    return action.split("[", 1)[0].strip().split(" ", 1)[0].lower()
+
+
+def _sum(logps: Sequence[float]) -> float:
+    return float(torch.tensor(list(logps), dtype=torch.float32).sum())
+
+
+def combine_scores(token_logps: Sequence[Sequence[float]], scoring: str, *,
+                   prior: Sequence[Sequence[float]] | None = None, kinds: Sequence[str] | None = None,
+                   prior_weight: float = 1.0) -> list[float]:
+    """Each candidate's score (the policy picks the highest; ties go to the first) from its token
+    log-probabilities ``token_logps[i]`` (after the step's prompt) and, for the calibrated scorings,
+    ``prior[i]`` (the same candidate after a content-free prompt):
+
+    * ``mean``: mean token log-probability (the behaviour before issue #13; favours short, likely strings);
+    * ``sum``: the sequence log-probability;
+    * ``calibrated``: ``sum - prior_weight * prior_sum``, the pointwise mutual information of candidate and
+      context (the remedy for surface-form competition in multiple-choice scoring);
+    * ``calibrated_mean``: the same per token (``mean - prior_weight * prior_mean``);
+    * ``two_stage``: first the action kind (``kinds[i]``, e.g. :func:`action_kind`) whose candidates hold the
+      most probability (log-sum-exp of their sums), then the candidate of that kind with the highest sum;
+      the other kinds score ``-inf``;
+    * ``two_stage_calibrated``: the kind as in ``two_stage``, then the highest ``calibrated`` score in it.
+
+    ``mean`` and ``sum`` are computed in fp32 in token order, as the scorers always did.
+    """
+    n = len(token_logps)
+    if any(not lp for lp in token_logps):
+        raise ValueError("every candidate needs at least one token log-probability")
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring must be one of {list(SCORINGS)}, got {scoring!r}")
+    sums = [_sum(lp) for lp in token_logps]
+    if scoring == "mean":
+        return [s / len(lp) for s, lp in zip(sums, token_logps, strict=True)]
+    if scoring == "sum":
+        return sums
+    calibrated: list[float] = []
+    if scoring in NEEDS_PRIOR:
+        if prior is None or len(prior) != n or any(not p for p in prior):
+            raise ValueError(f"scoring {scoring!r} needs a non-empty prior per candidate "
+                             f"({n} candidates, got {None if prior is None else len(prior)})")
+        prior_sums = [_sum(p) for p in prior]
+        if scoring == "calibrated_mean":
+            return [s / len(lp) - prior_weight * ps / len(p)
+                    for s, lp, ps, p in zip(sums, token_logps, prior_sums, prior, strict=True)]
+        calibrated = [s - prior_weight * ps for s, ps in zip(sums, prior_sums, strict=True)]
+        if scoring == "calibrated":
+            return calibrated
+    if kinds is None or len(kinds) != n:
+        raise ValueError(f"scoring {scoring!r} needs one kind per candidate ({n} candidates, got "
+                         f"{None if kinds is None else len(kinds)})")
+    mass: dict[str, float] = {}
+    for kind, s in zip(kinds, sums, strict=True):
+        mass[kind] = float(torch.logaddexp(torch.tensor(mass[kind]), torch.tensor(s))) if kind in mass else s
+    best_kind = max(mass, key=lambda k: mass[k])  # dicts keep first-seen order: ties go to the first kind
+    inner = calibrated if scoring == "two_stage_calibrated" else sums
+    return [score if kind == best_kind else float("-inf") for kind, score in zip(kinds, inner, strict=True)]
+
+
+def best_index(scores: Sequence[float]) -> int:
+    """The index of the highest score (the first of equal ones), as the policy picks."""
+    return max(range(len(scores)), key=scores.__getitem__)

@@ -3,10 +3,14 @@
 Decoding is greedy, so fitness depends on the parameters and not on sampling luck. Two modes:
 
 * ``constrained`` (default): the valid candidate actions of the observation (:mod:`es_agent.actions_space`)
-  are the only possible replies; the model picks one, by ranking every candidate by mean token log-probability
-  (``score``: one tree-attention forward over the candidates' token trie after the prompt's KV cache) or by
-  greedy decoding constrained to that trie (``greedy``: cheaper, but worse choices, since element ids are
-  then picked digit by digit). Every step yields a valid action.
+  are the only possible replies; the model picks one, by ranking every candidate by a score of its token
+  log-probabilities (``score``: one tree-attention forward over the candidates' token trie after the
+  prompt's KV cache; ``PolicyConfig.scoring`` says how the log-probabilities combine, see
+  :func:`es_agent.decoding.combine_scores`) or by greedy decoding constrained to that trie (``greedy``:
+  cheaper, but worse choices, since element ids are then picked digit by digit). Every step yields a valid
+  action. The calibrated scorings subtract each candidate's log-probability after a *content-free* prompt
+  (the same genome and template, every observation field ``N/A``, no history): prefilled once per genome and
+  weights, and each candidate's prior computed once (cached by its tokens until the weights change).
 * ``free``: bounded greedy generation and extraction of one action; a reply with no action is passed on as is
   (the env reports it in ``last_action_error``) and counted in ``stats["parse_failures"]``.
 
@@ -35,14 +39,20 @@ import torch
 from es_agent.actions_space import CandidateConfig, build_candidates, extract_action
 from es_agent.axtree import compact_axtree, truncate_axtree
 from es_agent.decoding import (
+    NEEDS_PRIOR,
+    SCORINGS,
     GreedyChooser,
     PrefixKV,
     RowState,
+    Scoring,
     TokenTrie,
     TrieChooser,
+    action_kind,
+    best_index,
+    candidate_logprobs,
+    combine_scores,
     decode,
     prefill,
-    score_candidates,
 )
 from es_agent.prefix_cache import PromptKVCache, weights_fingerprint
 from es_agent.prompts import (
@@ -64,6 +74,14 @@ class PolicyConfig:
     """``score``: the candidate with the best mean token log-probability (all candidates scored in one
     tree-attention forward); ``greedy``: greedy decoding constrained to the candidates' token trie (cheaper
     on huge candidate sets, but each token is a local decision: element ids are picked digit by digit)."""
+    scoring: Scoring = "mean"
+    """How ``score`` ranks the candidates by their token log-probabilities
+    (:func:`es_agent.decoding.combine_scores`): ``mean`` (the behaviour before issue #13), ``sum``,
+    ``calibrated`` / ``calibrated_mean`` (minus the log-probability after a content-free prompt),
+    ``two_stage`` / ``two_stage_calibrated`` (the action kind with the most probability, then its best
+    argument). benchmarks/results/agreement.md compares them by step agreement with reference solutions."""
+    prior_weight: float = 1.0
+    """Weight of the content-free log-probability the calibrated scorings subtract (1: full PMI)."""
     max_new_tokens: int = 64
     """Bound on generated tokens in free mode."""
     max_prompt_tokens: int = 1024
@@ -94,6 +112,10 @@ class PolicyConfig:
         if self.constrained_method not in ("score", "greedy"):
             raise ValueError(
                 f"constrained_method must be 'score' or 'greedy', got {self.constrained_method!r}")
+        if self.scoring not in SCORINGS:
+            raise ValueError(f"scoring must be one of {list(SCORINGS)}, got {self.scoring!r}")
+        if not 0.0 <= self.prior_weight <= 2.0:
+            raise ValueError(f"prior_weight must be in [0, 2], got {self.prior_weight!r}")
         if self.max_new_tokens < 1 or self.max_prompt_tokens < 64:
             raise ValueError("max_new_tokens >= 1 and max_prompt_tokens >= 64 are required")
         if self.observation not in ("compact", "full"):
@@ -110,6 +132,29 @@ class PolicyConfig:
         if self.prefix_cache is False:
             return "off"
         return self.prefix_cache
+
+
+@dataclass
+class StepScores:
+    """What ``score`` decoding sees at one step: the candidates and their token log-probabilities."""
+
+    candidates: list[str]
+    """The candidate actions, in :func:`~es_agent.actions_space.build_candidates` order."""
+    kinds: list[str]
+    """Each candidate's action kind (:func:`es_agent.decoding.action_kind`)."""
+    token_logps: list[list[float]]
+    """Each candidate's token log-probabilities after the step's prompt (its end marker included)."""
+    prior: list[list[float]] | None
+    """The same after the content-free prompt (``None`` when not computed)."""
+
+    def scores(self, scoring: str, prior_weight: float = 1.0) -> list[float]:
+        """The candidates' scores under ``scoring`` (:func:`es_agent.decoding.combine_scores`)."""
+        return combine_scores(self.token_logps, scoring, prior=self.prior, kinds=self.kinds,
+                              prior_weight=prior_weight)
+
+    def choice(self, scoring: str, prior_weight: float = 1.0) -> str:
+        """The candidate the policy picks under ``scoring``."""
+        return self.candidates[best_index(self.scores(scoring, prior_weight))]
 
 
 @dataclass
@@ -143,6 +188,9 @@ class LLMPolicy:
         self._prefixes: dict[str, PrefixKV] = {}
         self._kv = PromptKVCache(model)
         self._prefix_fingerprint: Any = None
+        self._priors: dict[tuple[int, ...], list[float]] = {}
+        self._prior_row: RowState | None = None
+        self._prior_key: Any = None
         self._end_ids = self._end_token_ids()
         self.reset_stats()
 
@@ -202,6 +250,24 @@ class LLMPolicy:
             self.stats["candidates"] += info.get("candidates", 0)
         self.stats["seconds"] += elapsed
         return actions
+
+    def set_history(self, slot: int, actions: Sequence[str]) -> None:
+        """Replace the action history of ``slot`` (teacher forcing: the step agreement diagnostic shows the
+        policy a reference trajectory's earlier actions)."""
+        self._histories[slot] = [HistoryEntry(str(a)) for a in actions]
+
+    def score_step(self, obs: Mapping[str, Any], slot: int = 0, *, with_prior: bool = True) -> StepScores:
+        """The candidates of the next step on ``slot`` and their token log-probabilities (and their priors
+        after the content-free prompt when ``with_prior``), without acting: the history is left as it is.
+        Every :data:`~es_agent.decoding.Scoring` follows from the result (:meth:`StepScores.choice`)."""
+        with torch.inference_mode():
+            prompt = self._build_prompt(obs, slot)
+            row, _ = self._prefill(slot, prompt.ids)
+            cands = self._candidates_of(prompt, obs)
+            encoded = self._encode_candidates(cands)
+            logps = candidate_logprobs(self.model, row, encoded)
+            prior = self._candidate_priors(encoded) if with_prior else None
+        return StepScores(cands, [action_kind(c) for c in cands], logps, prior)
 
     def render(self, obs: Mapping[str, Any], slot: int = 0) -> str:
         """The prompt text the next :meth:`act` on ``slot`` would see (for inspection)."""
@@ -304,6 +370,43 @@ class LLMPolicy:
         pad = self.tokenizer.pad_token_id
         return int(pad if pad is not None else self._end_ids[0])
 
+    def _content_free_ids(self) -> list[int]:
+        """The content-free prompt: the genome and template with every observation field ``N/A``."""
+        values = observation_values({"goal": "N/A", "url": "N/A", "tabs": "N/A"}, "N/A", "None")
+        user = render_observation(self.genome.pools.observation_template, values)
+        messages = [{"role": "system", "content": self.genome.system_text()},
+                    {"role": "user", "content": user}]
+        reply_prefix = self.genome.action_format.action_prefix
+        return self._encode(self._chat(messages, generation=True) + reply_prefix)
+
+    def _candidate_priors(self, encoded: Sequence[Sequence[int]]) -> list[list[float]]:
+        """Each candidate's token log-probabilities after the content-free prompt; the prompt is prefilled
+        once and each candidate scored once while the genome and the weights stay the same."""
+        key = (self.genome.system_text(), self.genome.pools.observation_template,
+               self.genome.action_format.action_prefix, weights_fingerprint(self.model))
+        if key != self._prior_key or self._prior_row is None:
+            self._priors.clear()
+            self._prior_row = prefill(self.model, self._content_free_ids())
+            self._prior_key = key
+        missing = list(dict.fromkeys(tuple(seq) for seq in encoded if tuple(seq) not in self._priors))
+        if missing:
+            for seq, logps in zip(missing, candidate_logprobs(self.model, self._prior_row, missing),
+                                  strict=True):
+                self._priors[seq] = logps
+        return [self._priors[tuple(seq)] for seq in encoded]
+
+    def _candidates_of(self, prompt: _Prompt, obs: Mapping[str, Any]) -> list[str]:
+        cands = build_candidates(prompt.axtree, str(obs.get("goal", "")), self.config.candidates)
+        if not cands:
+            raise ValueError("no candidate actions: enable extra_actions or stop answers in CandidateConfig")
+        return cands
+
+    def _encode_candidates(self, cands: Sequence[str]) -> list[list[int]]:
+        """Candidate token sequences: the text and the action format's suffix, or an end token."""
+        fmt = self.genome.action_format
+        ids = self.tokenizer([c + fmt.action_suffix for c in cands], add_special_tokens=False)["input_ids"]
+        return [list(seq) + ([] if fmt.action_suffix else [self._end_ids[0]]) for seq in ids]
+
     # ------------------------------------------------------------------ decoding
     def _act_free(self, rows: list[RowState]) -> tuple[list[str], list[dict[str, Any]]]:
         chooser = GreedyChooser(len(rows), self._end_ids, self.config.max_new_tokens)
@@ -323,16 +426,8 @@ class LLMPolicy:
 
     def _act_constrained(self, rows: list[RowState], prompts: list[_Prompt],
                          observations: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
-        fmt = self.genome.action_format
-        per_row = [build_candidates(p.axtree, str(o.get("goal", "")), self.config.candidates)
-                   for p, o in zip(prompts, observations, strict=True)]
-        if any(not c for c in per_row):
-            raise ValueError("no candidate actions: enable extra_actions or stop answers in CandidateConfig")
-        encoded = []
-        for cands in per_row:
-            texts = [c + fmt.action_suffix for c in cands]
-            ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
-            encoded.append([list(seq) + ([] if fmt.action_suffix else [self._end_ids[0]]) for seq in ids])
+        per_row = [self._candidates_of(p, o) for p, o in zip(prompts, observations, strict=True)]
+        encoded = [self._encode_candidates(cands) for cands in per_row]
         if self.config.constrained_method == "greedy":
             tries = [TokenTrie(seqs) for seqs in encoded]
             chooser = TrieChooser(tries)
@@ -342,9 +437,13 @@ class LLMPolicy:
             extra = [{"generated_tokens": len(out)} for out in outputs]
         else:
             picks, extra = [], []
-            for row, seqs in zip(rows, encoded, strict=True):
-                scores = score_candidates(self.model, row, seqs)
-                best = max(range(len(scores)), key=scores.__getitem__)
+            scoring = self.config.scoring
+            for row, seqs, cands in zip(rows, encoded, per_row, strict=True):
+                logps = candidate_logprobs(self.model, row, seqs)
+                prior = self._candidate_priors(seqs) if scoring in NEEDS_PRIOR else None
+                step = StepScores(cands, [action_kind(c) for c in cands], logps, prior)
+                scores = step.scores(scoring, self.config.prior_weight)
+                best = best_index(scores)
                 picks.append(best)
                 extra.append({"score": scores[best]})
         actions = [cands[i] for cands, i in zip(per_row, picks, strict=True)]

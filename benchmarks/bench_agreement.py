@@ -1,0 +1,390 @@
+"""Step agreement with the reference solutions, per model x genome x scoring x action kind and per split.
+
+Method (:mod:`es_agent.agreement` holds the definitions).
+- Trajectories: each task of a split of the bundled set (any split name the embedded world knows, so the
+  tiers too) has its reference solution replayed through the real env on the embedded sites
+  (:func:`webarena_gym.reference.run_reference`, real Chromium); every observation the solution acts on is
+  recorded with the reference action taken there and the actions before it. Recorded once per task file:
+  ``~/.cache/agentic-esopt/agreement/reference-<split>-<sha256 of the task file>.json`` (with the site URLs
+  of the recording, which resolve the answers' placeholders).
+- Scoring: the policy (``PolicyConfig`` defaults but ``scoring``; one torch thread) sees each recorded
+  observation with the reference history (teacher forcing); ONE forward per step gives every candidate's
+  token log-probabilities, one more (cached per candidate) their log-probabilities after the content-free
+  prompt, so every scoring variant is scored from the same numbers
+  (``~/.cache/agentic-esopt/agreement/scores-<model>-<genome>-<split>-<digest>.json``).
+- Agreement: the pick is the reference action or an equivalent one (:func:`es_agent.agreement.equivalent`:
+  same element id for click/hover, same id and text for type, an answer the task's own string evaluator
+  scores 1 for stop (the offline judge for fuzzy answers; any answer where the task is not scored by its
+  answer), the same action otherwise). ``reachable``: some candidate is equivalent (an upper bound).
+Goal (issue #13): >= 50 % on the held-out splits (test + test_unseen) for the embedded SmolLM2.
+
+``python -m benchmarks.bench_agreement [--models embedded embedded-qwen] [--genomes no_skill default
+webarena_cot] [--splits test test_unseen train] [--max-steps N] [--write]`` (``--write``: the results to
+benchmarks/results/agreement.{md,json}); ``python -m benchmarks.run`` runs its quick mode (2 test tasks,
+SmolLM2, no_skill).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import REPO_ROOT, Figure, print_figures, rnd, torch_threads
+
+CACHE_DIR = Path.home() / ".cache" / "agentic-esopt" / "agreement"
+"""Where recorded reference trajectories and per-step scores are cached."""
+GOAL = 0.5
+VARIANTS: tuple[tuple[str, float], ...] = (
+    ("mean", 1.0), ("sum", 1.0), ("calibrated", 1.0), ("calibrated", 0.5), ("calibrated_mean", 1.0),
+    ("calibrated_mean", 0.5), ("two_stage", 1.0), ("two_stage_calibrated", 1.0),
+    ("two_stage_calibrated", 0.5))
+"""The ``(scoring, prior_weight)`` variants scored (all from the same forwards)."""
+HELD_OUT = ("test", "test_unseen")
+
+
+def task_file_digest(split: str) -> str:
+    """sha256 of the bundled task file of ``split``."""
+    from webarena_gym.embedded import task_file
+
+    return hashlib.sha256(task_file(split).read_bytes()).hexdigest()
+
+
+def record(split: str, task_ids: Sequence[int] | None = None, cache_dir: Path = CACHE_DIR
+           ) -> tuple[list[Any], dict[str, Any]]:
+    """The recorded reference steps of ``split`` (optionally only ``task_ids``), from the cache when the task
+    file is unchanged, else replayed through the real env and cached."""
+    import gymnasium as gym
+
+    import webarena_gym
+    from es_agent.agreement import OBS_KEYS, ReferenceStep, load_trajectories, save_trajectories
+    from webarena_gym.reference import run_reference
+
+    digest = task_file_digest(split)
+    suffix = "" if task_ids is None else "-" + hashlib.sha256(repr(sorted(task_ids)).encode()).hexdigest()[:8]
+    path = cache_dir / f"reference-{split}-{digest[:16]}{suffix}.json"
+    if path.exists():
+        return load_trajectories(path)
+
+    class Recorder(gym.Wrapper):  # type: ignore[type-arg]
+        def reset(self, **kwargs: Any) -> Any:
+            obs, info = self.env.reset(**kwargs)
+            self.observations = [dict(obs)]
+            return obs, info
+
+        def step(self, action: Any) -> Any:
+            out = self.env.step(action)
+            self.observations.append(dict(out[0]))
+            return out
+
+    env = Recorder(gym.make(webarena_gym.ENV_ID, split=split,
+                            tasks=None if task_ids is None else list(task_ids)))
+    steps: list[ReferenceStep] = []
+    try:
+        for task in env.unwrapped.tasks:
+            result = run_reference(env, task)
+            if result.reward < 1.0:
+                raise RuntimeError(f"reference solution of task {task.task_id} scored {result.reward}")
+            for index, (obs, action) in enumerate(zip(env.observations, result.actions, strict=False)):
+                steps.append(ReferenceStep(task.task_id, split, index, {k: str(obs.get(k) or "")
+                                                                        for k in OBS_KEYS},
+                                           action, tuple(result.actions[:index]), len(result.actions)))
+        sites = env.unwrapped.sites
+        urls = {name: getattr(sites, name) for name in ("shopping", "shopping_admin", "reddit", "gitlab",
+                                                        "map", "wikipedia", "homepage")}
+    finally:
+        env.close()
+    meta = {"split": split, "task_file_sha256": digest, "sites": urls, "task_ids": task_ids,
+            "recorded": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    save_trajectories(path, steps, meta)
+    return steps, meta
+
+
+def answer_checker(split: str, meta: dict[str, Any]) -> Callable[[Any, str], bool]:
+    """``answer_ok(step, answer)``: the task's string evaluator scores the answer 1 (rules ``webarena``,
+    the offline judge), or the task is not scored by its answer."""
+    from webarena_gym.embedded import default_tasks
+    from webarena_gym.evaluators import EvalContext, OfflineJudge, StringMatchEvaluator
+    from webarena_gym.tasks import SiteURLs
+
+    tasks = {t.task_id: t for t in default_tasks(split)}
+    sites = SiteURLs(**{k: v for k, v in meta["sites"].items() if v})
+    judge = OfflineJudge()
+    memo: dict[tuple[int, str], bool] = {}
+
+    def answer_ok(step: Any, answer: str) -> bool:
+        key = (step.task_id, answer)
+        if key not in memo:
+            task = tasks[step.task_id]
+            if "string_match" not in task.eval.eval_types:
+                memo[key] = True
+            else:
+                ctx = EvalContext(answer=answer, page=None, context=None, sites=sites, judge=judge,
+                                  intent=task.intent)
+                memo[key] = StringMatchEvaluator(task)(ctx).score >= 1.0
+        return memo[key]
+
+    return answer_ok
+
+
+def _policy(model: Any, tok: Any, genome_name: str) -> Any:
+    from es_agent.policy import LLMPolicy, PolicyConfig
+    from es_agent.prompts import PromptPools
+
+    return LLMPolicy(model, tok, PromptPools.load().baseline(genome_name), PolicyConfig())
+
+
+def _step_key(step: Any) -> str:
+    return hashlib.sha256(json.dumps([step.task_id, step.index, step.action, list(step.history), step.obs],
+                                     sort_keys=True).encode()).hexdigest()[:20]
+
+
+def step_scores(model_name: str, model: Any, tok: Any, genome: str, steps: Sequence[Any], split: str,
+                cache_dir: Path = CACHE_DIR, log: Callable[[str], None] = print,
+                budget_s: float | None = None) -> list[Any]:
+    """Every step's :class:`~es_agent.policy.StepScores` (``None`` for a step left unscored when
+    ``budget_s`` seconds ran out), each appended to
+    ``scores-<model>-<genome>-<split>.jsonl`` in ``cache_dir`` as soon as it is computed and read back from
+    there next time (keyed by the step's task, index, action, history and observation)."""
+    from es_agent.policy import StepScores
+
+    path = cache_dir / f"scores-{model_name}-{genome}-{split}.jsonl"
+    cached: dict[str, Any] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                entry = json.loads(line)
+                key = entry.pop("key")
+                cached[key] = StepScores(**entry)
+    todo = [s for s in steps if _step_key(s) not in cached]
+    if todo:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        policy = _policy(model, tok, genome)
+        started = time.perf_counter()
+        with torch_threads(1), path.open("a", encoding="utf-8") as out:
+            for n, step in enumerate(todo, 1):
+                if budget_s is not None and time.perf_counter() - started > budget_s:
+                    log(f"  {model_name} {genome} {split}: budget of {budget_s:.0f} s spent, "
+                        f"{len(todo) - n + 1} steps left unscored")
+                    break
+                if step.index == 0:
+                    policy.reset()
+                policy.set_history(0, step.history)
+                scored = policy.score_step(step.obs, 0)
+                cached[_step_key(step)] = scored
+                out.write(json.dumps({"key": _step_key(step), "candidates": scored.candidates,
+                                      "kinds": scored.kinds, "token_logps": scored.token_logps,
+                                      "prior": scored.prior}) + "\n")
+                out.flush()
+                if n % 5 == 0 or n == len(todo):
+                    elapsed = time.perf_counter() - started
+                    log(f"  {model_name} {genome} {split}: {n}/{len(todo)} new steps, {elapsed:.0f} s")
+    return [cached.get(_step_key(s)) for s in steps]
+
+
+def load(model_name: str) -> tuple[Any, Any, str]:
+    """The model, tokenizer and dtype name (dtype 'auto')."""
+    import torch
+
+    from es_agent.hardware import choose_dtype
+    from es_agent.models import load_model
+
+    dtype = choose_dtype("auto").value
+    model, tok = load_model(model_name, dtype=getattr(torch, dtype))
+    return model, tok, dtype
+
+
+def subset(steps: Sequence[Any], max_steps: int | None) -> list[Any]:
+    """The first whole trajectories holding at most ``max_steps`` steps (all when ``None``)."""
+    if max_steps is None:
+        return list(steps)
+    out: list[Any] = []
+    episodes: dict[int, list[Any]] = {}
+    for s in steps:
+        episodes.setdefault(s.task_id, []).append(s)
+    for episode in episodes.values():
+        if len(out) + len(episode) > max_steps:
+            break
+        out.extend(episode)
+    return out
+
+
+def run(models: Sequence[str], genomes: Sequence[str], splits: Sequence[str],
+        max_steps: dict[str, int | None], task_ids: Sequence[int] | None = None,
+        variants: Sequence[tuple[str, float]] = VARIANTS, log: Callable[[str], None] = print,
+        cache_dir: Path = CACHE_DIR, loader: Callable[[str], tuple[Any, Any, str]] | None = None,
+        budget_s: float | None = None) -> dict[str, Any]:
+    """Agreement of every model x genome on every split: per-step records and summaries. ``loader(name)``
+    gives ``(model, tokenizer, dtype name)`` (default :func:`load`); ``budget_s``: seconds of new scoring
+    per model x genome x split (the steps scored by then, and those cached before, are reported)."""
+    from es_agent.agreement import evaluate_step, summarize
+
+    recorded = {split: record(split, task_ids, cache_dir) for split in splits}
+    results: dict[str, Any] = {"variants": [list(v) for v in variants], "runs": []}
+    for model_name in models:
+        model, tok, dtype = (loader or load)(model_name)
+        for genome in genomes:
+            records = []
+            seconds = 0.0
+            for split in splits:
+                steps, meta = recorded[split]
+                steps = subset(steps, max_steps.get(model_name))
+                t0 = time.perf_counter()
+                scores = step_scores(model_name, model, tok, genome, steps, split, cache_dir, log=log,
+                                     budget_s=budget_s)
+                seconds += time.perf_counter() - t0
+                check = answer_checker(split, meta)
+                records += [evaluate_step(step, s, check, variants)
+                            for step, s in zip(steps, scores, strict=True) if s is not None]
+            held = [r for r in records if r.split in HELD_OUT]
+            results["runs"].append({
+                "model": model_name, "dtype": dtype, "genome": genome, "seconds": round(seconds, 1),
+                "by_split": {split: summarize([r for r in records if r.split == split]) for split in splits},
+                "held_out": summarize(held) if held else None,
+                "records": [r.__dict__ for r in records],
+            })
+            log(f"{model_name} {genome}: {len(records)} steps in {seconds:.0f} s")
+        del model
+    return results
+
+
+# ---------------------------------------------------------------------------------------------- reporting
+
+def _pct(n: int, d: int) -> str:
+    return f"{100 * n / d:.1f} % ({n}/{d})" if d else "-"
+
+
+def report_md(results: dict[str, Any], command: str, notes: str = "") -> str:
+    """The markdown report of :func:`run`'s results (``notes``: a reading, put first)."""
+    variants = [v for v in results["runs"][0]["by_split"][next(iter(results["runs"][0]["by_split"]))]["all"]
+                ["agree"]] if results["runs"] else []
+    lines = [
+        "# Step agreement with the reference solutions",
+        "",
+        f"Made by `{command}` on {results.get('date', '')} ({results.get('machine', '')}; timings noisy: "
+        "a 2-core machine shared with other jobs).",
+        "",
+        "Method" + (__doc__ or "").split("Method", 1)[1].split("``python -m")[0].rstrip(),
+        "",
+        "Scorings (`PolicyConfig.scoring`, `@w`: `prior_weight` w): "
+        + ", ".join(f"`{v}`" for v in variants) + ".",
+        "",
+    ]
+    if notes:
+        lines[4:4] = ["## Reading", "", notes.strip(), ""]
+    for run in results["runs"]:
+        head = f"## {run['model']} ({run['dtype']}), genome `{run['genome']}`"
+        lines += [head, "", f"{run['seconds']:.0f} s of scoring (cached steps count 0).", ""]
+        blocks = ([("held out (test + test_unseen)", run["held_out"])] if run["held_out"] else []) + \
+            [(f"split {s}", summ) for s, summ in run["by_split"].items()]
+        for title, summ in blocks:
+            kinds = [k for k in ("all", "click", "type", "stop", "other") if k in summ]
+            lines += [f"### {title}", "",
+                      "| scoring | " + " | ".join(kinds) + " |",
+                      "|---" * (len(kinds) + 1) + "|"]
+            lines.append("| reachable (some candidate equivalent) | "
+                         + " | ".join(_pct(summ[k]["reachable"], summ[k]["steps"]) for k in kinds) + " |")
+            for v in variants:
+                lines.append(f"| `{v}` | " + " | ".join(_pct(summ[k]["agree"][v], summ[k]["steps"])
+                                                       for k in kinds) + " |")
+            picked = summ["all"]["picked_kinds"]
+            lines += ["", "Picks per kind (all steps): " + "; ".join(
+                f"`{v}` " + ", ".join(f"{k} {n}" for k, n in picked[v].items()) for v in variants), ""]
+    return "\n".join(lines) + "\n"
+
+
+def figures(results: dict[str, Any], default: str) -> list[dict[str, Any]]:
+    """The benchmark-suite figures: held-out agreement of each model x genome, default scoring and mean."""
+    out = []
+    for run in results["runs"]:
+        summ = run["held_out"] or next(iter(run["by_split"].values()))
+        where = "held-out" if run["held_out"] else "split " + next(iter(run["by_split"]))
+        n = summ["all"]["steps"]
+        for v in dict.fromkeys(("mean", default)):
+            goal = run["model"] == "embedded" and v == default
+            value = 100 * summ["all"]["rate"][v]
+            out.append(Figure(
+                f"step agreement with reference solutions, {where} [{run['model']} {run['dtype']}, "
+                f"{run['genome']}, scoring {v}]", rnd(value, 3), "%",
+                f">= {100 * GOAL:g} %" if goal else None, (value >= 100 * GOAL) if goal else None,
+                note=f"{n} teacher-forced steps; reachable {summ['all']['reachable']}",
+                extra={k: summ[k]["rate"][v] for k in summ if k != "all"}).to_dict())
+    return out
+
+
+def main(quick: bool = False) -> list[dict[str, Any]]:
+    """Benchmark-suite entry: quick = 2 test tasks, SmolLM2, no_skill; full = SmolLM2 x the 3 genomes on
+    the held-out splits (cached scores make reruns cheap)."""
+    from es_agent.policy import PolicyConfig
+
+    if quick:
+        from webarena_gym.embedded import default_tasks
+
+        ids = [t.task_id for t in default_tasks("test")[:2]]
+        results = run(["embedded"], ["no_skill"], ["test"], {}, task_ids=ids)
+    else:
+        results = run(["embedded"], ["no_skill", "default", "webarena_cot"], list(HELD_OUT), {})
+    out = figures(results, PolicyConfig().scoring)
+    print_figures("bench_agreement", out)
+    return out
+
+
+def cli(argv: list[str] | None = None) -> int:
+    """The command line (module docstring)."""
+    import platform
+
+    from es_agent.policy import PolicyConfig
+
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["embedded"])
+    parser.add_argument("--genomes", nargs="+", default=["no_skill", "default", "webarena_cot"])
+    parser.add_argument("--splits", nargs="+", default=list(HELD_OUT))
+    parser.add_argument("--max-steps", nargs="*", default=[], metavar="MODEL=N",
+                        help="per model, at most N steps per split (whole trajectories, in task order)")
+    parser.add_argument("--task-ids", type=int, nargs="*", default=None, help="only these tasks")
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="seconds of new scoring per model x genome x split (0: cached steps only)")
+    parser.add_argument("--write", action="store_true", help="write benchmarks/results/agreement.{md,json}")
+    parser.add_argument("--notes", type=Path, default=None, help="a markdown reading to put in the report")
+    parser.add_argument("--quick", action="store_true", help="the benchmark suite's quick mode")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    if args.quick:
+        result = main(True)
+        if args.json:
+            print(json.dumps(result, indent=1))
+        return 0
+    limits: dict[str, int | None] = {}
+    for item in args.max_steps:
+        name, _, n = item.partition("=")
+        if not n.isdigit():
+            parser.error(f"--max-steps takes MODEL=N, got {item!r}")
+        limits[name] = int(n)
+    results = run(args.models, args.genomes, args.splits, limits, task_ids=args.task_ids,
+                  budget_s=args.budget_s)
+    results["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    results["machine"] = f"{platform.processor() or platform.machine()}, {platform.system()}"
+    command = "python -m benchmarks.bench_agreement " + " ".join(argv if argv is not None else sys.argv[1:])
+    results["command"] = command
+    default = PolicyConfig().scoring
+    results["default_scoring"] = default
+    figs = figures(results, default)
+    print_figures("bench_agreement", figs)
+    if args.write:
+        out = REPO_ROOT / "benchmarks" / "results"
+        (out / "agreement.json").write_text(json.dumps({**results, "figures": figs}, indent=1) + "\n",
+                                            encoding="utf-8")
+        notes = args.notes.read_text(encoding="utf-8") if args.notes else ""
+        (out / "agreement.md").write_text(report_md(results, command, notes), encoding="utf-8")
+    if args.json:
+        print(json.dumps(figs, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli())

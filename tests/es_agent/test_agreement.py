@@ -1,0 +1,268 @@
+"""Scoring variants of constrained decoding (hand-built cases, batched = unbatched, real tiny-model forwards)
+and the step-agreement diagnostic (equivalence rules, and end to end on real bundled tasks)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from es_agent.agreement import (
+    AgreementError,
+    ReferenceStep,
+    equivalent,
+    evaluate_step,
+    load_trajectories,
+    report_kind,
+    save_trajectories,
+    summarize,
+)
+from es_agent.decoding import (
+    NEEDS_PRIOR,
+    SCORINGS,
+    action_kind,
+    best_index,
+    candidate_logprobs,
+    candidate_logprobs_batch,
+    combine_scores,
+    prefill,
+    prefill_batch,
+    score_candidates,
+)
+from es_agent.policy import LLMPolicy, PolicyConfig, StepScores
+
+
+def _pick(logps: list[list[float]], scoring: str, **kw: Any) -> int:
+    return best_index(combine_scores(logps, scoring, **kw))
+
+
+# ------------------------------------------------------------------------------------ hand-built cases
+
+def test_mean_and_sum_disagree_on_a_short_candidate() -> None:
+    short = [-1.0]  # "stop [N/A]"-like: one likely token
+    long = [-0.5, -0.5, -0.6]  # better per token, worse as a sequence
+    assert combine_scores([short, long], "mean") == pytest.approx([-1.0, -1.6 / 3])
+    assert combine_scores([short, long], "sum") == pytest.approx([-1.0, -1.6])
+    assert _pick([short, long], "mean") == 1
+    assert _pick([short, long], "sum") == 0
+
+
+def test_calibration_removes_a_win_by_prior_only() -> None:
+    # candidate 0 is likely anywhere (its content-free log-probability is high); candidate 1 is less likely
+    # but far more likely here than without the page: the calibrated scores pick it
+    logps = [[-0.4, -0.4], [-1.0, -1.0]]
+    prior = [[-0.2, -0.2], [-4.0, -4.0]]
+    assert _pick(logps, "mean") == 0 and _pick(logps, "sum") == 0
+    assert combine_scores(logps, "calibrated", prior=prior) == pytest.approx([-0.4, 6.0])
+    assert _pick(logps, "calibrated", prior=prior) == 1
+    assert combine_scores(logps, "calibrated_mean", prior=prior) == pytest.approx([-0.2, 3.0])
+    half = combine_scores(logps, "calibrated", prior=prior, prior_weight=0.5)
+    assert half == pytest.approx([-0.8 + 0.2, -2.0 + 4.0])
+    assert combine_scores(logps, "calibrated", prior=prior, prior_weight=0.0) == \
+        pytest.approx(combine_scores(logps, "sum"))
+
+
+def test_two_stage_picks_the_kind_first() -> None:
+    # three clicks of -2 each hold log(3 e^-2) = -0.90 together; one stop of -1.5 is the best single sum
+    logps = [[-1.0, -1.0], [-1.0, -1.0], [-0.5, -1.5], [-1.5]]
+    kinds = ["click", "click", "click", "stop"]
+    assert _pick(logps, "sum") == 3
+    scores = combine_scores(logps, "two_stage", kinds=kinds)
+    assert scores[3] == -math.inf and _pick(logps, "two_stage", kinds=kinds) == 0  # ties: the first
+    prior = [[-1.0, -1.0], [-3.0, -3.0], [-1.0, -1.0], [-0.1]]
+    assert _pick(logps, "two_stage_calibrated", kinds=kinds, prior=prior) == 1  # calibrated within clicks
+    assert action_kind("click [12]") == "click" and action_kind("go_back") == "go_back"
+    assert action_kind("type [3] [blue shirt]") == "type" and action_kind("stop [N/A]") == "stop"
+
+
+def test_combine_scores_refuses_missing_inputs() -> None:
+    with pytest.raises(ValueError, match="scoring must be one of"):
+        combine_scores([[-1.0]], "median")
+    for scoring in NEEDS_PRIOR:
+        with pytest.raises(ValueError, match="needs a non-empty prior"):
+            combine_scores([[-1.0]], scoring, kinds=["click"])
+    with pytest.raises(ValueError, match="needs one kind per candidate"):
+        combine_scores([[-1.0]], "two_stage")
+    with pytest.raises(ValueError, match="at least one token"):
+        combine_scores([[]], "sum")
+    with pytest.raises(ValueError, match="scoring must be one of"):
+        PolicyConfig(scoring="median")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="prior_weight"):
+        PolicyConfig(prior_weight=-1.0)
+    with pytest.raises(ValueError, match="'mean' or 'sum' only"):
+        score_candidates(None, None, [[1]], "calibrated")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------ real tiny-model forwards
+
+def _reference_logps(model: Any, prompt: list[int], cand: list[int]) -> list[float]:
+    """Token log-probabilities of ``cand`` after ``prompt`` from one plain causal forward."""
+    ids = torch.tensor([prompt + cand])
+    logp = torch.log_softmax(model(input_ids=ids).logits[0].float(), dim=-1)
+    return [float(logp[len(prompt) - 1 + i, t]) for i, t in enumerate(cand)]
+
+
+def test_candidate_logprobs_match_plain_forwards(tiny: tuple[Any, Any]) -> None:
+    model, tok = tiny
+    prompt = tok("the shop page lists a wireless mouse", add_special_tokens=False)["input_ids"]
+    cands = [tok(t, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+             for t in ("click [12]", "click [123]", "stop [N/A]", "type [7] [wireless mouse]")]
+    with torch.inference_mode():
+        got = candidate_logprobs(model, prefill(model, prompt), cands)
+        want = [_reference_logps(model, prompt, c) for c in cands]
+        for g, w in zip(got, want, strict=True):
+            assert g == pytest.approx(w, abs=1e-4)
+        assert score_candidates(model, prefill(model, prompt), cands) == \
+            pytest.approx([sum(w) / len(w) for w in want], abs=1e-4)
+        assert score_candidates(model, prefill(model, prompt), cands, "sum") == \
+            pytest.approx([sum(w) for w in want], abs=1e-4)
+
+
+def test_batched_and_unbatched_scorers_agree_for_every_scoring(tiny: tuple[Any, Any]) -> None:
+    model, tok = tiny
+    texts = ["a page with a mouse", "the forum lists books and gaming and more", "orders"]
+    prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    actions = [["click [12]", "stop [N/A]", "stop [$12.00]", "type [7] [mouse]", "scroll [down]"],
+               ["click [21]", "click [22]", "stop [42 comments]"],
+               ["go_back", "click [5]", "stop [N/A]", "type [3] [orders]"]]
+    cands = [[tok(a, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for a in row]
+             for row in actions]
+    free = tok("N/A", add_special_tokens=False)["input_ids"]
+    with torch.inference_mode():
+        single = [candidate_logprobs(model, prefill(model, p), c)
+                  for p, c in zip(prompts, cands, strict=True)]
+        batched = candidate_logprobs_batch(model, prefill_batch(model, prompts), cands)
+        priors = [candidate_logprobs(model, prefill(model, free), c) for c in cands]
+    for row in range(len(prompts)):
+        kinds = [action_kind(a) for a in actions[row]]
+        for a, b in zip(single[row], batched[row], strict=True):
+            assert a == pytest.approx(b, abs=1e-4)
+        for scoring in SCORINGS:
+            one = combine_scores(single[row], scoring, prior=priors[row], kinds=kinds)
+            many = combine_scores(batched[row], scoring, prior=priors[row], kinds=kinds)
+            assert best_index(one) == best_index(many), scoring
+            assert [x for x in one if math.isfinite(x)] == pytest.approx(
+                [x for x in many if math.isfinite(x)], abs=1e-4)
+
+
+def test_policy_acts_by_each_scoring_and_caches_priors(tiny: tuple[Any, Any], pools: Any,
+                                                      make_obs: Any) -> None:
+    model, tok = tiny
+    genome = pools.baseline("no_skill")
+    obs = make_obs()
+    scored = LLMPolicy(model, tok, genome).score_step(obs)
+    assert scored.prior is not None and len(scored.prior) == len(scored.candidates)
+    for scoring in SCORINGS:
+        policy = LLMPolicy(model, tok, genome, PolicyConfig(scoring=scoring))  # type: ignore[arg-type]
+        action = policy.act(obs)
+        assert action == scored.choice(scoring), scoring
+        assert policy.last_info[0]["score"] == pytest.approx(max(scored.scores(scoring)), abs=1e-4)
+    policy = LLMPolicy(model, tok, genome, PolicyConfig(scoring="calibrated"))
+    calls = []
+    handle = model.register_forward_pre_hook(lambda *_: calls.append(1))
+    try:
+        policy.act(obs)
+        first = len(calls)  # prompt prefill + candidates, content-free prefill + priors
+        policy.reset()
+        calls.clear()
+        policy.act(obs)
+        assert len(calls) == first - 2  # the content-free prompt and the priors were cached
+    finally:
+        handle.remove()
+
+
+def test_default_scoring_is_the_measured_one() -> None:
+    # the default is chosen by held-out step agreement (benchmarks/results/agreement.md)
+    assert PolicyConfig().scoring == "mean"
+
+
+# -------------------------------------------------------------------------------- equivalence, summaries
+
+def _step(action: str, **kw: Any) -> ReferenceStep:
+    return ReferenceStep(task_id=kw.pop("task_id", 1), split=kw.pop("split", "test"), index=0, obs={},
+                         action=action, **kw)
+
+
+def test_equivalence_rules() -> None:
+    never = lambda step, answer: False  # noqa: E731
+    assert equivalent("click [12]", _step("click [12]"), never)
+    assert not equivalent("click [13]", _step("click [12]"), never)
+    assert not equivalent("hover [12]", _step("click [12]"), never)
+    assert equivalent("type [7] [Blue  Shirt]", _step("type [7] [blue shirt] [1]"), never)
+    assert not equivalent("type [8] [blue shirt]", _step("type [7] [blue shirt] [0]"), never)
+    assert not equivalent("type [7] [blue]", _step("type [7] [blue shirt] [1]"), never)
+    assert not equivalent("click [7]", _step("type [7] [blue shirt] [1]"), never)
+    ok = lambda step, answer: answer.lower() == "$12.00"  # noqa: E731
+    assert equivalent("stop [$12.00]", _step("stop [$12.00]"), ok)
+    assert not equivalent("stop [N/A]", _step("stop [$12.00]"), ok)
+    assert not equivalent("click [1]", _step("stop [$12.00]"), ok)
+    assert equivalent("tab_focus [1]", _step("tab_focus [1]"), never)
+    assert not equivalent("scroll [down]", _step("tab_focus [1]"), never)
+    assert [report_kind(a) for a in ("click [1]", "type [1] [x] [1]", "stop [x]", "tab_focus [0]",
+                                     "go_back")] == ["click", "type", "stop", "other", "other"]
+
+
+def test_evaluate_and_summarize() -> None:
+    step = _step("click [2]")
+    scores = StepScores(["stop [N/A]", "click [2]", "click [3]"], ["stop", "click", "click"],
+                        [[-0.5], [-0.4, -0.9], [-0.6, -1.0]], [[-0.1], [-2.0, -2.0], [-1.0, -1.0]])
+    record = evaluate_step(step, scores, lambda s, a: False, [("mean", 1.0), ("calibrated", 1.0),
+                                                              ("calibrated", 0.5)])
+    assert record.picks == {"mean": "stop [N/A]", "calibrated": "click [2]", "calibrated@0.5": "click [2]"}
+    assert record.agree == {"mean": False, "calibrated": True, "calibrated@0.5": True}
+    assert record.reachable and record.candidates == 3
+    summary = summarize([record, record])
+    assert summary["all"]["agree"]["calibrated"] == 2 and summary["click"]["rate"]["mean"] == 0.0
+    assert summary["all"]["picked_kinds"]["mean"]["stop"] == 2
+
+
+def test_trajectory_files_round_trip_and_refuse_garbage(tmp_path: Path) -> None:
+    steps = [ReferenceStep(5, "test", 0, {"axtree": "[1] link 'a'", "goal": "g"}, "click [1]", (), 2),
+             ReferenceStep(5, "test", 1, {"axtree": "[2] link 'b'", "goal": "g"}, "stop []", ("click [1]",),
+                           2)]
+    path = tmp_path / "ref.json"
+    save_trajectories(path, steps, {"split": "test"})
+    assert load_trajectories(path) == (steps, {"split": "test"})
+    (tmp_path / "bad.json").write_text('{"format": "other"}')
+    with pytest.raises(AgreementError, match="bad.json"):
+        load_trajectories(tmp_path / "bad.json")
+
+
+# ------------------------------------------------------------------------------------------- end to end
+
+@pytest.mark.browser
+def test_agreement_end_to_end_on_real_tasks(tiny: tuple[Any, Any], tmp_path: Path) -> None:
+    """Two real bundled test tasks: reference trajectories recorded through the real env (cached), scored by
+    the tiny model under every variant, the stop steps judged by the tasks' own evaluators."""
+    from benchmarks.bench_agreement import VARIANTS, record, run
+    from webarena_gym.embedded import default_tasks
+
+    tasks = default_tasks("test")
+    ids = [next(t.task_id for t in tasks if "string_match" in t.eval.eval_types),
+           next(t.task_id for t in tasks if "string_match" not in t.eval.eval_types)]
+    model, tok = tiny
+    results = run(["tiny"], ["no_skill"], ["test"], {}, task_ids=ids, cache_dir=tmp_path,
+                  loader=lambda name: (model, tok, "float32"), log=lambda line: None)
+    steps, meta = record("test", ids, tmp_path)  # now from the cache
+    assert {s.task_id for s in steps} == set(ids) and meta["task_ids"] == ids
+    (run_,) = results["runs"]
+    summary = run_["held_out"]
+    assert summary["all"]["steps"] == len(steps) and summary["stop"]["steps"] == 2
+    by_task = {r["task_id"]: r for r in run_["records"] if r["kind"] == "stop"}
+    assert by_task[ids[1]]["reachable"]  # any stop counts where the task is scored by its URL or page
+    answer = next(t for t in tasks if t.task_id == ids[0]).eval.reference_answers
+    assert answer is not None
+    names = [r["agree"] for r in run_["records"]]
+    assert all(set(a) == {f"{s}@{w:g}" if w != 1.0 else s for s, w in VARIANTS} for a in names)
+    assert (tmp_path / "scores-tiny-no_skill-test.jsonl").exists()
+    calls: list[int] = []
+    handle = model.register_forward_pre_hook(lambda *_: calls.append(1))
+    try:  # a second run reads the recorded trajectories and the scores from the cache: no browser, no forward
+        again = run(["tiny"], ["no_skill"], ["test"], {}, task_ids=ids, cache_dir=tmp_path,
+                    loader=lambda name: (model, tok, "float32"), log=lambda line: None)
+    finally:
+        handle.remove()
+    assert not calls and again["runs"][0]["records"] == run_["records"]
