@@ -170,11 +170,12 @@ def tiers_env(chromium_path: str) -> Iterator[gym.Env]:
 
 @pytest.mark.browser
 @pytest.mark.slow
-@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("split", TIER_SPLITS)
 def test_every_tier_reference_solution_scores_one(
-    tiers_env: gym.Env, tier: int, capsys: pytest.CaptureFixture[str]
+    tiers_env: gym.Env, split: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    tasks = [t for t in tiers_env.unwrapped.tasks if t.extras["tier"] == tier]
+    """One test per tier split (each well inside the per-test timeout), all on the shared env."""
+    tasks = [t for t in tiers_env.unwrapped.tasks if t.extras["split"] == split]
     assert tasks
     failures: list[str] = []
     seconds: list[float] = []
@@ -188,7 +189,7 @@ def test_every_tier_reference_solution_scores_one(
         if result.reward != 1.0:
             failures.append(f"task {task.task_id}: reward {result.reward}: {result.info.get('eval')}")
     with capsys.disabled():
-        print(f"\ntier {tier}: replayed {len(seconds)} reference solutions in {sum(seconds):.0f}s "
+        print(f"\n{split}: replayed {len(seconds)} reference solutions in {sum(seconds):.0f}s "
               f"(per task median {statistics.median(seconds or [0]):.1f}s)")
     assert not failures, "\n".join(failures)
 
@@ -210,14 +211,18 @@ def _first_link(obs: dict[str, Any]) -> str:
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_trivial_policies_score_zero(tiers_env: gym.Env) -> None:
+@pytest.mark.parametrize("split", TIER_SPLITS)
+def test_trivial_policies_score_zero(tiers_env: gym.Env, split: str) -> None:
     """Scroll then stop with an empty answer (the page and the sites as the start left them) on every task
-    whose score depends on the page or the sites; stop [N/A] at once, and a fixed click (the first link) then
-    stop, on one task of every tier template. String answers are checked exhaustively offline above."""
-    tasks: list[TaskConfig] = tiers_env.unwrapped.tasks
+    of the split whose score depends on the page or the sites; stop [N/A] at once, and a fixed click (the
+    first link) then stop, on one task of every template of the split (``train`` and ``test_unseen`` splits:
+    a ``test`` split's templates are its ``train`` split's). String answers are checked exhaustively offline
+    above. One test per split keeps each inside the per-test timeout."""
+    tasks = [t for t in tiers_env.unwrapped.tasks if t.extras["split"] == split]
     per_template: dict[int | None, TaskConfig] = {}
-    for task in tasks:
-        per_template.setdefault(task.intent_template_id, task)
+    if not split.endswith("_test"):
+        for task in tasks:
+            per_template.setdefault(task.intent_template_id, task)
     scored: dict[str, float] = defaultdict(float)
     for task in tasks:
         if task.eval.eval_types != ("string_match",):
@@ -225,5 +230,5 @@ def test_trivial_policies_score_zero(tiers_env: gym.Env) -> None:
     for task in per_template.values():
         scored[f"{task.task_id} stop N/A"] = _episode(tiers_env, task, None, "N/A")
         scored[f"{task.task_id} click"] = _episode(tiers_env, task, _first_link, "")
-    assert len(scored) >= 150
+    assert scored
     assert not {k: v for k, v in scored.items() if v != 0.0}
