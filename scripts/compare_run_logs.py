@@ -7,6 +7,7 @@ tree with the standard library alone.
 
     python scripts/compare_run_logs.py REF RUN_DIR        # REF: a reference JSON or another run directory
     python scripts/compare_run_logs.py --record RUN_DIR OUT.json
+    python scripts/compare_run_logs.py --first 3 REF RUN_DIR   # only generations 1..3 (no final checksum)
 
 ``compare`` prints ``identical`` and exits 0, or prints the first difference and exits 1; an unreadable run
 or reference exits 2 with one line.
@@ -115,16 +116,25 @@ def _first_difference(ref: Any, run: Any, where: str) -> str | None:
     return None
 
 
+def first(data: dict[str, Any], n: int) -> dict[str, Any]:
+    """``data`` cut to its first ``n`` generations (for a reference or run that stopped early); its checksum
+    is dropped unless it is that of generation ``n``."""
+    if n < 1 or n > data["generation"]:
+        raise RunLogError(f"--first {n}: the log has generations 1..{data['generation']}")
+    keep = data["checksum"] if n == data["generation"] else None
+    return {**data, "generation": n, "checksum": keep, "generations": data["generations"][:n]}
+
+
 def first_difference(ref: dict[str, Any], run: dict[str, Any]) -> str | None:
     """None when ``run`` matches ``ref`` bit for bit, else one line naming the generation and field of the
-    first difference (in generation order, then the final checksum)."""
+    first difference (in generation order, then the final checksum, when both have one)."""
     for i, (a, b) in enumerate(zip(ref["generations"], run["generations"], strict=False), start=1):
         found = _first_difference(a, b, "")
         if found:
             return f"generation {i}: {found}"
     if ref["generation"] != run["generation"]:
         return f"generations: reference ran {ref['generation']}, run {run['generation']}"
-    if ref["checksum"] != run["checksum"]:
+    if ref["checksum"] is not None and run["checksum"] is not None and ref["checksum"] != run["checksum"]:
         return f"final checksum: reference {ref['checksum']}, run {run['checksum']}"
     return None
 
@@ -135,13 +145,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", action="store_true", help="write RUN_DIR's reference to OUT")
     parser.add_argument("first", type=Path, help="REF (compare) or RUN_DIR (--record)")
     parser.add_argument("second", type=Path, help="RUN_DIR (compare) or OUT (--record)")
+    parser.add_argument("--first", dest="first_n", type=int, default=None, metavar="N",
+                        help="compare generations 1..N only (the final checksum only if both end at N)")
     args = parser.parse_args(argv)
     try:
         if args.record:
             args.second.write_text(json.dumps(extract(args.first), indent=1) + "\n")
             print(f"recorded {args.first} -> {args.second}")
             return 0
-        difference = first_difference(load(args.first), extract(args.second))
+        ref, run = load(args.first), extract(args.second)
+        if args.first_n is not None:
+            ref, run = first(ref, args.first_n), first(run, args.first_n)
+        difference = first_difference(ref, run)
     except RunLogError as exc:
         print(f"compare_run_logs: error: {exc}", file=sys.stderr)
         return 2

@@ -60,6 +60,11 @@ def test_the_comparison_names_the_first_changed_bit() -> None:
         change(run)
         difference = compare.first_difference(reference, run)
         assert difference is not None and difference.startswith(expected), (expected, difference)
+    late = copy.deepcopy(reference)
+    late["generations"][1]["rewards"][0][0] = 1.0
+    late["checksum"] = "0" * 40
+    assert compare.first_difference(compare.first(reference, 1), compare.first(late, 1)) is None
+    assert compare.first_difference(compare.first(reference, 2), compare.first(late, 2)) is not None
 
 
 def test_a_torn_or_short_log_is_an_error_naming_the_file(tmp_path: Path) -> None:
