@@ -69,11 +69,18 @@ def test_a_first_reset_that_fails_in_the_browser_leaves_the_made_env_usable(
         env.close()
 
 
-@pytest.mark.parametrize("kwargs, error, fragment", BAD_RESETS)
-def test_a_failed_reset_changes_nothing(env: Any, kwargs: dict[str, Any], error: type[Exception],
-                                        fragment: str) -> None:
+@pytest.fixture(scope="module")
+def draws_after_seed_5(env: Any) -> list[int]:
+    """The task ids of the two plain resets that follow ``reset(seed=5)`` (drawn once for the module: the
+    draws are a function of the seed)."""
     env.reset(seed=5)
-    plain = [env.reset()[1]["task_id"] for _ in range(2)]
+    return [env.reset()[1]["task_id"] for _ in range(2)]
+
+
+@pytest.mark.parametrize("kwargs, error, fragment", BAD_RESETS)
+def test_a_failed_reset_changes_nothing(env: Any, draws_after_seed_5: list[int], kwargs: dict[str, Any],
+                                        error: type[Exception], fragment: str) -> None:
+    plain = draws_after_seed_5
     env.reset(seed=5)
     env.step("scroll [down]")
     with pytest.raises(error, match=fragment):
