@@ -11,7 +11,8 @@ Method (:mod:`es_agent.agreement` holds the definitions).
   observation with the reference history (teacher forcing); ONE forward per step gives every candidate's
   token log-probabilities, one more (cached per candidate) their log-probabilities after the content-free
   prompt, so every scoring variant is scored from the same numbers
-  (``~/.cache/agentic-esopt/agreement/scores-<model>-<genome>-<split>-<digest>.json``).
+  (``~/.cache/agentic-esopt/agreement/scores-<model>-<genome>-<split>.jsonl``, one line per step, keyed
+  by the step).
 - Agreement: the pick is the reference action or an equivalent one (:func:`es_agent.agreement.equivalent`:
   same element id for click/hover, same id and text for type, an answer the task's own string evaluator
   scores 1 for stop (the offline judge for fuzzy answers; any answer where the task is not scored by its
