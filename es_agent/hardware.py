@@ -122,9 +122,9 @@ def cgroup_cpu_limit(root: Path = CGROUP_ROOT, proc_cgroup: str | None = None) -
             quota_file = root / folder / rel / "cpu.cfs_quota_us"
             period_file = root / folder / rel / "cpu.cfs_period_us"
             if quota_file.is_file() and period_file.is_file():
-                quota = int(quota_file.read_text(encoding="utf-8"))
-                if quota > 0:
-                    limits.append(quota / int(period_file.read_text(encoding="utf-8")))
+                quota_us = int(quota_file.read_text(encoding="utf-8"))
+                if quota_us > 0:
+                    limits.append(quota_us / int(period_file.read_text(encoding="utf-8")))
                 break
         else:
             continue

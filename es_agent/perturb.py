@@ -319,5 +319,5 @@ def weights_checksum(model: nn.Module, params: ParamSpec = None) -> str:
         step = 1 << 24
         for start in range(0, flat.numel(), step):
             part = flat[start:start + step].cpu().contiguous()
-            h.update(memoryview(part.view(torch.uint8).numpy()))
+            h.update(part.view(torch.uint8).numpy().data)
     return h.hexdigest()

@@ -27,13 +27,22 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from webarena_gym.errors import BrowserError, SiteConfigError
 from webarena_gym.safety import Origin, OriginPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from playwright.sync_api import Browser, BrowserContext, CDPSession, Page, Playwright, Request, Route
+    from playwright.sync_api import (
+        Browser,
+        BrowserContext,
+        CDPSession,
+        Geolocation,
+        Page,
+        Playwright,
+        Request,
+        Route,
+    )
 
 __all__ = [
     "DEFAULT_CHROMIUM_ARGS", "BrowserConfig", "BrowserSession", "Tab", "cdp_send", "cdp_send_with_titles",
@@ -206,7 +215,7 @@ def cdp_send_with_titles(cdp: CDPSession, calls: Sequence[tuple[str, Mapping[str
     from playwright.sync_api import Error as PlaywrightError
 
     impl, sync = getattr(cdp, "_impl_obj", None), getattr(cdp, "_sync", None)
-    page_impls = [getattr(page, "_impl_obj", None) for page in pages]
+    page_impls: list[Any] = [getattr(page, "_impl_obj", None) for page in pages]
     if impl is None or sync is None or any(p is None for p in page_impls):
         return [cdp_send(cdp, m, params, timeout_ms=timeout_ms) for m, params in calls], page_titles(pages)
 
@@ -264,6 +273,7 @@ class Tab:
     loading: bool = False
     """Whether the main frame is loading (CDP ``frameStartedLoading`` .. ``frameStoppedLoading``)."""
     crashed: bool = False
+    """Whether the tab's renderer crashed (Playwright's ``crash`` event)."""
     window_opens: int = 0
     """Counts ``window.open``/``target=_blank`` requests made by this tab (CDP ``Page.windowOpen``)."""
     committed: list[str] = field(default_factory=list)
@@ -274,6 +284,9 @@ class Tab:
 
     def on_window_open(self, params: Mapping[str, Any]) -> None:
         self.window_opens += 1
+
+    def on_crash(self, page: Page) -> None:
+        self.crashed = True
 
     def on_started(self, params: Mapping[str, Any]) -> None:
         if params.get("frameId") == self.main_frame_id:
@@ -373,7 +386,7 @@ class BrowserSession:
     def ensure_browser(self) -> bool:
         """Launch the browser if none runs (relaunch if it crashed, or if the origin policy changed since its
         launch: its network flags allow only the origins of then). Returns whether it launched one."""
-        if self.browser_alive() and self._launched_for != self.policy.origins:
+        if self._browser is not None and self.browser_alive() and self._launched_for != self.policy.origins:
             log.info("the allowed origins changed; relaunching the browser with network flags for them")
             self._drop_context()
             _quietly(self._browser.close)
@@ -398,9 +411,10 @@ class BrowserSession:
         connected = self._browser is not None and self._probe is not None and self._browser.is_connected()
         if not (self.browser_alive() if probe else connected):
             raise BrowserError("the browser process is gone (crashed or killed); call reset() to relaunch it")
-        tab = self._tabs.get(id(self._current)) if self._current is not None else None
-        if tab is not None and tab.crashed:
-            raise BrowserError(f"the page {self._current.url!r} crashed; call reset() to start a new episode")
+        current = self._current
+        tab = self._tabs.get(id(current)) if current is not None else None
+        if current is not None and tab is not None and tab.crashed:
+            raise BrowserError(f"the page {current.url!r} crashed; call reset() to start a new episode")
 
     def new_episode(self, *, storage_state: Path | None = None,
                     geolocation: Mapping[str, float] | None = None) -> None:
@@ -415,7 +429,9 @@ class BrowserSession:
                 self._context = self._browser.new_context(
                     viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
                     device_scale_factor=1, storage_state=str(storage_state) if storage_state else None,
-                    geolocation=dict(geolocation) if geolocation else None, accept_downloads=False,
+                    # the task's own keys, as given (Playwright checks them)
+                    geolocation=cast("Geolocation", dict(geolocation)) if geolocation else None,
+                    accept_downloads=False,
                     service_workers="block",
                 )
                 break
@@ -606,7 +622,7 @@ class BrowserSession:
             cdp.on("Page.frameNavigated", tab.on_navigated)
             cdp.on("Page.windowOpen", tab.on_window_open)
             cdp_send(cdp, "Page.enable")
-            page.on("crash", lambda _page, tab=tab: setattr(tab, "crashed", True))
+            page.on("crash", tab.on_crash)
             self._tabs[id(page)] = tab
         return tab
 

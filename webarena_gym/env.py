@@ -9,7 +9,7 @@ import numbers
 import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 from gymnasium import spaces
@@ -150,7 +150,7 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
     * v0: initial version.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
     world: EmbeddedWorld | None = None
     """The embedded sites of an env made without ``task_file`` (``None`` otherwise)."""
 
@@ -193,18 +193,18 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
                              f"{action_timeout_s!r}")
         if not isinstance(typing, str) or typing not in TYPING_OPTIONS:
             raise ValueError(f"typing must be one of {list(TYPING_OPTIONS)}, got {_shown(typing)}")
-        self.action_timeout_s = float(action_timeout_s)
-        self.render_mode = render_mode
-        self.eval_rules = eval_rules
-        self.judge = judge
-        self.accounts = dict(accounts or {})
-        self.max_axtree_chars = max_axtree_chars
-        self.viewport_only = viewport_only
-        self.auth_dir = auth_dir
-        self.parsing_failure_threshold = parsing_failure_threshold
-        self.repeating_action_threshold = repeating_action_threshold
-        self.max_steps = max_steps
-        self.browser_config = BrowserConfig.from_value(browser)
+        self.action_timeout_s: float = float(action_timeout_s)
+        self.render_mode: str | None = render_mode
+        self.eval_rules: str = eval_rules
+        self.judge: Judge | None = judge
+        self.accounts: dict[str, Mapping[str, str]] = dict(accounts or {})
+        self.max_axtree_chars: int = max_axtree_chars
+        self.viewport_only: bool = viewport_only
+        self.auth_dir: str | Path | None = auth_dir
+        self.parsing_failure_threshold: int | None = parsing_failure_threshold
+        self.repeating_action_threshold: int | None = repeating_action_threshold
+        self.max_steps: int | None = max_steps
+        self.browser_config: BrowserConfig = BrowserConfig.from_value(browser)
 
         world_sites = None
         if task_file is None:
@@ -212,13 +212,13 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
             split = None  # the default world's task list is the split already
         else:
             task_list = _load(task_file)
-        self.tasks = _select(task_list, tasks, split)
-        self.typing_mode = ("fill" if self.world is not None else "keys") if typing == "auto" else typing
+        self.tasks: list[TaskConfig] = _select(task_list, tasks, split)
+        self.typing_mode: str = ("fill" if self.world is not None else "keys") if typing == "auto" else typing
         """How ``type`` enters text in this env (``typing`` with ``"auto"`` resolved)."""
-        self._task_index = {t.task_id: t for t in self.tasks}
-        self._extra_origins = tuple(allowed_origins)
-        self.sites = _site_urls(sites, world_sites)
-        self.policy = OriginPolicy([*_site_list(self.sites), *self._extra_origins])
+        self._task_index: dict[int, TaskConfig] = {t.task_id: t for t in self.tasks}
+        self._extra_origins: tuple[str, ...] = tuple(allowed_origins)
+        self.sites: SiteURLs = _site_urls(sites, world_sites)
+        self.policy: OriginPolicy = OriginPolicy([*_site_list(self.sites), *self._extra_origins])
 
         self.observation_space = spaces.Dict({
             "axtree": PrintableText(max_axtree_chars),
@@ -227,22 +227,22 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
             "tabs": PrintableText(TABS_MAX_CHARS),
             "last_action_error": PrintableText(ERROR_MAX_CHARS),
         })
-        self.action_space = PrintableText(ACTION_MAX_CHARS)
+        self.action_space: PrintableText = PrintableText(ACTION_MAX_CHARS)
 
-        self.display = URLDisplay.identity()
+        self.display: URLDisplay = URLDisplay.identity()
         """How site addresses are shown to the agent (fixed addresses for the embedded sites' free ports)."""
-        self._session = BrowserSession(self.browser_config, self.policy)
+        self._session: BrowserSession = BrowserSession(self.browser_config, self.policy)
         self._task: TaskConfig | None = None
         self._evaluator: Evaluator | None = None
-        self._active = False
-        self._ids = ElementIds()
+        self._active: bool = False
+        self._ids: ElementIds = ElementIds()
         self._id_map: dict[int, int] = {}
         self._obs: dict[str, str] | None = None
-        self._steps = 0
-        self._parse_failures = 0
+        self._steps: int = 0
+        self._parse_failures: int = 0
         self._history: list[tuple[Any, ...]] = []
         self._actions: list[str] = []
-        self._closed = False
+        self._closed: bool = False
 
     # ----- world -------------------------------------------------------------------------------------------
     def _default_world(self, split: str | None, sites: Any) -> tuple[list[TaskConfig], SiteURLs | None]:

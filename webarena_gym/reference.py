@@ -20,7 +20,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from webarena_gym.errors import ReferenceSolutionError
 from webarena_gym.tasks import TaskConfig
@@ -184,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import webarena_gym
     from webarena_gym.embedded import SPLITS
+    from webarena_gym.env import WebArenaLiteEnv
 
     parser = argparse.ArgumentParser(prog="python -m webarena_gym.reference", description=main.__doc__)
     parser.add_argument("--split", choices=SPLITS, default="train", help="split of the bundled task set")
@@ -193,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     env = gym.make(
         webarena_gym.ENV_ID, split=args.split, tasks=args.task_ids, browser={"headless": not args.headful}
     )
+    tasks = cast(WebArenaLiteEnv, env.unwrapped).tasks
     console = Console()
     table = Table(title=f"Reference solutions, split {args.split}")
     table.add_column("task", justify="right", no_wrap=True, min_width=4)
@@ -201,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
     failures = 0
     try:
-        for task in env.unwrapped.tasks:
+        for task in tasks:
             try:
                 result = run_reference(env, task)
                 reward, steps, seconds = f"{result.reward:.2f}", str(result.steps), f"{result.seconds:.1f}"
@@ -213,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         env.close()
     console.print(table)
-    console.print(f"{len(env.unwrapped.tasks) - failures}/{len(env.unwrapped.tasks)} solved")
+    console.print(f"{len(tasks) - failures}/{len(tasks)} solved")
     return 1 if failures else 0
 
 

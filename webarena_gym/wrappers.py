@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 from gymnasium.utils import RecordConstructorArgs
 from gymnasium.wrappers import PassiveEnvChecker
+
+if TYPE_CHECKING:
+    from webarena_gym.env import WebArenaLiteEnv
 
 
 class EvaluateOnTruncation(gym.Wrapper, RecordConstructorArgs):
@@ -30,7 +33,7 @@ class EvaluateOnTruncation(gym.Wrapper, RecordConstructorArgs):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None,
               ) -> tuple[Any, dict[str, Any]]:
-        self.env.unwrapped.check_reset_arguments(seed=seed, options=options)
+        cast("WebArenaLiteEnv", self.env.unwrapped).check_reset_arguments(seed=seed, options=options)
         try:
             return self.env.reset(seed=seed, options=options)
         except Exception:
@@ -40,9 +43,9 @@ class EvaluateOnTruncation(gym.Wrapper, RecordConstructorArgs):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if truncated and not terminated and info.get("episode_end") is None:
-            reward, details = self.env.unwrapped.end_episode("max_steps")
+            reward, details = cast("WebArenaLiteEnv", self.env.unwrapped).end_episode("max_steps")
             info = {**info, "episode_end": "max_steps", "eval": details}
-        return obs, reward, terminated, truncated, info
+        return obs, float(reward), terminated, truncated, info
 
 
 def _rearm_reset_check(env: gym.Env) -> None:

@@ -65,8 +65,8 @@ def url_score(pred_url: str, ref_urls: list[str], url_note: str | None, rules: E
             ref_queries[key].update(values)
     base_score = float(any(base in pred_base for base in bases))
     query_score = 1.0
-    for key, values in ref_queries.items():
-        query_score *= float(any(v in pred_query.get(key, []) for v in values))
+    for key, wanted in ref_queries.items():
+        query_score *= float(any(v in pred_query.get(key, []) for v in wanted))
     return base_score * query_score
 
 

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import uvicorn
+from starlette.applications import Starlette
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from webarena_gym.sites import web
@@ -78,10 +79,9 @@ class _Protocol(H11Protocol):
         if not self._lingering:
             super().data_received(data)
 
-    def eof_received(self) -> bool | None:
+    def eof_received(self) -> None:
         if self._lingering:
             self.transport.close()
-        return None
 
 
 def bind(port: int) -> socket.socket:
@@ -94,7 +94,7 @@ def bind(port: int) -> socket.socket:
     return sock
 
 
-def build_apps(server: web.ServerState, ports: dict[str, int]) -> dict[str, object]:
+def build_apps(server: web.ServerState, ports: dict[str, int]) -> dict[str, Starlette]:
     """The three ASGI apps, keyed by WebArena site key."""
     from webarena_gym.sites.admin.app import build_app as build_admin
     from webarena_gym.sites.forum.app import build_app as build_forum
@@ -107,7 +107,8 @@ def build_apps(server: web.ServerState, ports: dict[str, int]) -> dict[str, obje
     }
 
 
-async def serve(apps: dict[str, object], sockets: dict[str, socket.socket], parent_pid: int | None) -> None:
+async def serve(apps: dict[str, Starlette], sockets: dict[str, socket.socket],
+                parent_pid: int | None) -> None:
     """Serve every app on its socket until asked to stop."""
     servers = []
     for app in apps.values():

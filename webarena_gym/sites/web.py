@@ -17,10 +17,10 @@ import logging
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
 import jinja2
@@ -114,6 +114,9 @@ class SiteConfig:
         self.templates.filters["money"] = money
         self.templates.filters["status_label"] = lambda s: STATUS_LABELS.get(s, s)
         self.templates.filters["review_status_label"] = lambda s: REVIEW_STATUS_LABELS.get(s, s)
+
+
+_Choice = TypeVar("_Choice", bound=str)
 
 
 class LoginRequired(Exception):
@@ -337,12 +340,13 @@ def query_int(request: Request, name: str, default: int, *, minimum: int = 1, ma
     )
 
 
-def query_choice(request: Request, name: str, choices: tuple[str, ...], default: str) -> str:
-    """A query parameter restricted to ``choices`` (400 for anything else)."""
+def query_choice(request: Request, name: str, choices: tuple[_Choice, ...], default: _Choice) -> _Choice:
+    """A query parameter restricted to ``choices`` (400 for anything else), typed as they are."""
     value = request.query_params.get(name) or default
-    if value not in choices:
-        raise HTTPException(400, f"'{name}' must be one of {', '.join(choices)}, got {value!r}.")
-    return value
+    for choice in choices:
+        if choice == value:
+            return choice
+    raise HTTPException(400, f"'{name}' must be one of {', '.join(choices)}, got {value!r}.")
 
 
 @dataclass
@@ -569,7 +573,7 @@ def _limited(receive: Receive) -> Receive:
     return limited
 
 
-def build_app(config: SiteConfig, server: ServerState, routes: list[BaseRoute]) -> Starlette:
+def build_app(config: SiteConfig, server: ServerState, routes: Sequence[BaseRoute]) -> Starlette:
     """A Starlette app with ``routes`` plus the shared routes (health, reset, favicon, stylesheet) and
     handlers."""
     common: list[BaseRoute] = [

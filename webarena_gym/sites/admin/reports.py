@@ -10,7 +10,7 @@ from webarena_gym.sites import web
 from webarena_gym.sites.admin.sales import parse_date
 from webarena_gym.sites.shop import queries as q
 
-PERIODS = ("day", "month", "year")
+PERIODS: tuple[q.Period, ...] = ("day", "month", "year")
 BESTSELLERS_PER_PERIOD = 5
 
 
@@ -24,7 +24,7 @@ async def bestsellers(request: Request) -> Response:
             web.db(request),
             period,
             date_from=date_from,
-            date_to=date_to,  # type: ignore[arg-type]
+            date_to=date_to,
             limit_per_period=BESTSELLERS_PER_PERIOD,
         )
         if shown
@@ -53,7 +53,7 @@ async def sales(request: Request) -> Response:
             web.db(request),
             period,
             date_from=date_from,
-            date_to=date_to,  # type: ignore[arg-type]
+            date_to=date_to,
             statuses=(status,) if status else None,
         )
         if shown

@@ -50,7 +50,10 @@ async def order_grid(request: Request) -> Response:
         "increment_id": re.sub(r"\D", "", request.query_params.get("increment_id", ""))[:20] or None,
     }
     page = web.pager(request, 0, ORDERS_PER_PAGE)
-    orders, total = q.list_orders(web.db(request), limit=page.size, offset=page.offset, **filters)
+    orders, total = q.list_orders(
+        web.db(request), limit=page.size, offset=page.offset, status=filters["status"],
+        date_from=filters["date_from"], date_to=filters["date_to"], customer=filters["customer"],
+        increment_id=filters["increment_id"])
     page.total = total
     return web.render(
         request,

@@ -42,13 +42,13 @@ def _base_context(request: Request) -> dict[str, Any]:
 
 
 def _listing(request: Request, template: str, sort: str | None = None, **context: Any) -> Response:
-    sort = sort or web.query_choice(request, "sort", fq.SORTS, "hot")
+    chosen = fq.parse_sort(sort) if sort else web.query_choice(request, "sort", fq.SORTS, "hot")
     found = fq.posts(
         web.db(request),
         forum_id=context["forum"]["id"] if context.get("forum") else None,
         query=context.get("query"),
-        sort=sort,
-    )  # type: ignore[arg-type]
+        sort=chosen,
+    )
     page = web.pager(request, len(found), POSTS_PER_PAGE)
     shown = found[page.offset : page.offset + page.size]
     return web.render(
@@ -56,7 +56,7 @@ def _listing(request: Request, template: str, sort: str | None = None, **context
         template,
         posts=shown,
         total=len(found),
-        sort=sort,
+        sort=chosen,
         links=page.links(request),
         votes=my_votes(request, "submission", [p["id"] for p in shown]),
         **context,

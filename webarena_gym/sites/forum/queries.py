@@ -12,7 +12,7 @@ from webarena_gym.sites.seed.text import slugify
 from webarena_gym.sites.shop.queries import one, rows
 
 Sort = Literal["hot", "new", "top", "comments"]
-SORTS: tuple[str, ...] = ("hot", "new", "top", "comments")
+SORTS: tuple[Sort, ...] = ("hot", "new", "top", "comments")
 _EPOCH = datetime(2021, 1, 1)
 
 _POST_SELECT = (
@@ -38,6 +38,14 @@ def hot_rank(score: int, created_at: str) -> float:
     sign = (score > 0) - (score < 0)
     seconds = (datetime.strptime(created_at, TIME_FORMAT) - _EPOCH).total_seconds()
     return round(sign * order + seconds / 45000, 7)
+
+
+def parse_sort(value: str) -> Sort:
+    """``value`` as one of :data:`SORTS` (a ``ValueError`` naming it otherwise)."""
+    for sort in SORTS:
+        if sort == value:
+            return sort
+    raise ValueError(f"sort must be one of {SORTS}, got {value!r}")
 
 
 def sort_posts(posts: list[dict[str, Any]], sort: Sort) -> list[dict[str, Any]]:
@@ -78,7 +86,8 @@ def posts(
     sort: Sort = "hot",
 ) -> list[dict[str, Any]]:
     """Posts with ``score``, vote counts, ``comment_count``, ``forum_name`` and ``username``, sorted."""
-    where, args = ["1 = 1"], []
+    where: list[str] = ["1 = 1"]
+    args: list[Any] = []
     if forum_id is not None:
         where.append("s.forum_id = ?")
         args.append(forum_id)
@@ -104,7 +113,8 @@ def comments(
     user_id: int | None = None,
 ) -> list[dict[str, Any]]:
     """Comments (oldest first) with ``score``, ``username``, ``post_title``, ``forum_name``."""
-    where, args = ["1 = 1"], []
+    where: list[str] = ["1 = 1"]
+    args: list[Any] = []
     if submission_id is not None:
         where.append("c.submission_id = ?")
         args.append(submission_id)
@@ -125,7 +135,7 @@ def comments(
 def comment_tree(flat: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Nest comments under their parents (``replies``); top level and replies keep chronological order."""
     nodes = {c["id"]: dict(c, replies=[]) for c in flat}
-    roots = []
+    roots: list[dict[str, Any]] = []
     for node in nodes.values():
         parent = nodes.get(node["parent_id"]) if node["parent_id"] is not None else None
         (parent["replies"] if parent is not None else roots).append(node)

@@ -26,6 +26,13 @@ def seed_postmill(conn: sqlite3.Connection, rng: random.Random) -> None:
     conn.execute("INSERT INTO site_clock (id, now) VALUES (1, ?)", (CLOCK_START,))
 
 
+def _row_id(cursor: sqlite3.Cursor) -> int:
+    """The id of the row an INSERT just wrote (``sqlite3`` types ``lastrowid`` as optional)."""
+    row_id = cursor.lastrowid
+    assert row_id is not None, "an INSERT wrote no row"
+    return row_id
+
+
 def _seed_users(conn: sqlite3.Connection, rng: random.Random, vocab: dict[str, Any]) -> list[int]:
     parts = vocab["username_parts"]
     names = [FIRST_USER] + [f"{a}{b}{c}{rng.randint(1, 999)}" for a, b, c in parts[1:]]
@@ -40,10 +47,10 @@ def _seed_users(conn: sqlite3.Connection, rng: random.Random, vocab: dict[str, A
         bio = rng.choice(vocab["bio_phrases"]) if rng.random() < 0.6 else ""
         created = fmt(datetime(2021, 1, 1) + timedelta(seconds=rng.randrange(300 * 86400)))
         ids.append(
-            conn.execute(
+            _row_id(conn.execute(
                 "INSERT INTO users (username, password_hash, biography, created_at) VALUES (?, ?, ?, ?)",
                 (name, hash_password(USER_PASSWORD, salt(rng)), bio, created),
-            ).lastrowid
+            ))
         )
     return ids
 
@@ -113,11 +120,11 @@ def _seed_comments(
             moment = min(moment + timedelta(minutes=rng.randint(3, 600)), HISTORY_END - timedelta(seconds=1))
             parent = rng.choice(thread) if thread and rng.random() < 0.4 else None
             body = rng.choice(vocab["comments"]).format(thing=rng.choice(post["forum"]["things"]))
-            comment_id = conn.execute(
+            comment_id = _row_id(conn.execute(
                 "INSERT INTO comment (submission_id, user_id, parent_id, body, created_at) VALUES "
                 "(?, ?, ?, ?, ?)",
                 (post["id"], rng.choice(users), parent, body, fmt(moment)),
-            ).lastrowid
+            ))
             thread.append(comment_id)
             comment_ids.append(comment_id)
     return comment_ids

@@ -204,6 +204,8 @@ def _seed_reviews(
 
 def _order_status(rng: random.Random, created: datetime) -> str:
     recent = created >= HISTORY_END - timedelta(days=45)
+    choices: tuple[str, ...]
+    weights: tuple[int, ...]
     if recent:
         choices, weights = ("pending", "processing", "complete", "holded", "canceled"), (35, 35, 20, 5, 5)
     else:

@@ -168,7 +168,8 @@ def list_orders(
 ) -> tuple[list[dict[str, Any]], int]:
     """Orders matching the filters and the total count. ``customer`` matches name or e-mail (substring);
     ``date_from``/``date_to`` are inclusive ``YYYY-MM-DD`` days."""
-    where, args = ["1 = 1"], []
+    where: list[str] = ["1 = 1"]
+    args: list[Any] = []
     if customer_id is not None:
         where.append("customer_id = ?")
         args.append(customer_id)
@@ -282,7 +283,8 @@ def sales_totals(
     ``shipping_cents``, ``total_cents``. ``statuses`` limits the orders counted (default: all but
     canceled)."""
     expr = _period_expr(period)
-    where, args = [], []
+    where: list[str] = []
+    args: list[Any] = []
     if statuses:
         where.append(f"o.status IN ({', '.join('?' * len(statuses))})")
         args.extend(statuses)

@@ -156,7 +156,8 @@ def _criteria(request: Request) -> _Criteria:
 
 def _where(criteria: _Criteria) -> tuple[str, list[Any]]:
     """SQL condition and arguments of the filters: filters in a group are OR'ed, groups AND'ed (Magento)."""
-    where, args = ["1 = 1"], []
+    where: list[str] = ["1 = 1"]
+    args: list[Any] = []
     groups: dict[int, list[tuple[str, list[Any]]]] = {}
     for (group, _), spec in sorted(criteria.filters.items()):
         column = ORDER_FIELDS.get(spec.get("field", ""))
