@@ -39,7 +39,7 @@ from evotorch.algorithms.searchalgorithm import SearchAlgorithm
 
 from cotrain.distribution import CoEvolutionDistribution
 from cotrain.errors import ConfigError, DistributionError
-from cotrain.prompt_evolution import FailureReport, PromptEvolver
+from cotrain.prompt_evolution import FailureReport, PoolChange, PromptEvolver
 from cotrain.protocols import SearchProblem
 from cotrain.shaping import ShapingConfig
 from es_agent.worker import split_evals
@@ -155,7 +155,7 @@ class CoEvolutionES(SearchAlgorithm):
         success = (rewards >= 1.0).to(torch.float64)
         per_task = {t: float(success[:, j].mean()) for j, t in enumerate(tasks)}
         started = time.perf_counter()
-        changes = []
+        changes: list[PoolChange] = []
         if self.prompt_evolver is not None:
             new_dist, pools, changes = self.prompt_evolver.step(
                 new_dist, problem.pools, FailureReport(gen, per_task, env_seed))

@@ -39,6 +39,7 @@ from es_agent.updates import UpdateRecord
 if TYPE_CHECKING:  # pragma: no cover
     import gymnasium as gym
 
+    from es_agent.population import PopulationRunner
     from es_agent.prompts import PromptGenome, PromptPools
     from es_agent.rollout import EpisodeResult
 
@@ -87,6 +88,8 @@ class ReplicaStats:
 
 def load_agent_model(spec: AgentSpec) -> tuple[torch.nn.Module, Any]:
     """The model and tokenizer an :class:`AgentSpec` names, snapshot loaded, in eval mode."""
+    model: torch.nn.Module
+    tokenizer: Any
     if spec.model.startswith(TINY_PREFIX):
         from es_agent.tiny import tiny_qwen
 
@@ -127,6 +130,8 @@ class Replica:
         self.rows_total = 0
         self._env: gym.Env | None = None
         self._move_failure: BaseException | None = None
+        self._population: PopulationRunner | None = None
+        """The batched population's runner (es_agent.population), built on its first use."""
 
     # ------------------------------------------------------------------ centre
     @property
@@ -187,7 +192,7 @@ class Replica:
         from es_agent import population
 
         if population.batched_enabled(self.agent, self.policy_config, len(rows)):
-            if getattr(self, "_population", None) is None:
+            if self._population is None:
                 self._population = population.PopulationRunner(self)
             return self._population.run_rows(rows, task_ids)
         # ---- end of the batched population block
@@ -323,7 +328,7 @@ class Replica:
     def close(self) -> None:
         """Release the env (the model goes with the object) after finishing any weight work in flight."""
         self.weights.close()
-        runner = getattr(self, "_population", None)
+        runner = self._population
         if runner is not None:  # the batched population's extra envs (es_agent.population)
             self._population = None
             runner.close()

@@ -261,9 +261,10 @@ def test_replica_run_rows_dispatches_to_the_batched_path(monkeypatch: pytest.Mon
         sequential = replica.run_rows(ROWS[:3], [1])
         monkeypatch.setattr(population, "batched_enabled", lambda *args: True)
         batched = replica.run_rows(ROWS[:3], [1])
-        runner = replica._population  # type: ignore[attr-defined]
-        assert runner.population.forwards > 0 and batched.tolist() == sequential.tolist()
+        runner = replica._population
+        assert runner is not None and runner.population.forwards > 0
+        assert batched.tolist() == sequential.tolist()
     finally:
-        if getattr(replica, "_population", None) is not None:
-            replica._population.close()  # type: ignore[attr-defined]
+        if replica._population is not None:
+            replica._population.close()
         replica.close()
