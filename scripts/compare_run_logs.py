@@ -48,8 +48,11 @@ def extract(run_dir: Path) -> dict[str, Any]:
         raise RunLogError(f"{run_dir / 'run.json'}: no integer 'generation'")
     generation: int = run["generation"]
     checksum = run.get("checksum")
-    if not isinstance(checksum, dict) or checksum.get("generation") != generation:
-        raise RunLogError(f"{run_dir / 'run.json'}: 'checksum' {checksum!r} is not generation {generation}'s")
+    if checksum is not None and not isinstance(checksum, dict):
+        raise RunLogError(f"{run_dir / 'run.json'}: 'checksum' {checksum!r} is not an object")
+    # a run stopped between snapshots has no checksum of its last generation: None (compared as absent)
+    at_end = checksum is not None and checksum.get("generation") == generation
+    value = checksum.get("value") if checksum is not None and at_end else None
     log = run_dir / "update_log.jsonl"
     try:
         lines = log.read_text().splitlines()
@@ -67,7 +70,7 @@ def extract(run_dir: Path) -> dict[str, Any]:
         records.append({key: record[key] for key in RECORD_KEYS})
     if len(records) != generation or [r["iter"] for r in records] != list(range(1, generation + 1)):
         raise RunLogError(f"{log}: generations {[r['iter'] for r in records]}, run.json says 1..{generation}")
-    return {"format": FORMAT, "generation": generation, "checksum": checksum["value"], "generations": records}
+    return {"format": FORMAT, "generation": generation, "checksum": value, "generations": records}
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -127,14 +130,14 @@ def first(data: dict[str, Any], n: int) -> dict[str, Any]:
 
 def first_difference(ref: dict[str, Any], run: dict[str, Any]) -> str | None:
     """None when ``run`` matches ``ref`` bit for bit, else one line naming the generation and field of the
-    first difference (in generation order, then the final checksum, when both have one)."""
+    first difference (in generation order, then the final checksum, when the reference has one)."""
     for i, (a, b) in enumerate(zip(ref["generations"], run["generations"], strict=False), start=1):
         found = _first_difference(a, b, "")
         if found:
             return f"generation {i}: {found}"
     if ref["generation"] != run["generation"]:
         return f"generations: reference ran {ref['generation']}, run {run['generation']}"
-    if ref["checksum"] is not None and run["checksum"] is not None and ref["checksum"] != run["checksum"]:
+    if ref["checksum"] is not None and ref["checksum"] != run["checksum"]:
         return f"final checksum: reference {ref['checksum']}, run {run['checksum']}"
     return None
 
