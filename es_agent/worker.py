@@ -94,7 +94,7 @@ def load_agent_model(spec: AgentSpec) -> tuple[torch.nn.Module, Any]:
         from es_agent.tiny import tiny_qwen
 
         model, tokenizer = tiny_qwen(seed=int(spec.model[len(TINY_PREFIX):]))
-        model.to(device=spec.device, dtype=spec.torch_dtype())
+        torch.nn.Module.to(model, device=spec.device, dtype=spec.torch_dtype())  # transformers: untyped .to
     else:
         from es_agent.models import load_model
 
