@@ -9,7 +9,7 @@ import hashlib
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import pytest
@@ -17,6 +17,7 @@ import pytest
 import webarena_gym
 from webarena_gym import load_tasks
 from webarena_gym.embedded import DATA_DIR, SPLIT_GROUPS, SPLITS, TIER_SPLITS, TIERS, default_tasks
+from webarena_gym.env import WebArenaLiteEnv
 from webarena_gym.errors import TaskConfigError
 from webarena_gym.evaluators import EvalContext, OfflineJudge, build_evaluator
 from webarena_gym.reference import ReferenceSolutionError, parse_axtree, run_reference
@@ -175,7 +176,7 @@ def test_every_tier_reference_solution_scores_one(
     tiers_env: gym.Env, split: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """One test per tier split (each well inside the per-test timeout), all on the shared env."""
-    tasks = [t for t in tiers_env.unwrapped.tasks if t.extras["split"] == split]
+    tasks = [t for t in _env_tasks(tiers_env) if t.extras["split"] == split]
     assert tasks
     failures: list[str] = []
     seconds: list[float] = []
@@ -192,6 +193,10 @@ def test_every_tier_reference_solution_scores_one(
         print(f"\n{split}: replayed {len(seconds)} reference solutions in {sum(seconds):.0f}s "
               f"(per task median {statistics.median(seconds or [0]):.1f}s)")
     assert not failures, "\n".join(failures)
+
+
+def _env_tasks(env: gym.Env) -> list[TaskConfig]:
+    return cast(WebArenaLiteEnv, env.unwrapped).tasks
 
 
 def _episode(env: gym.Env, task: TaskConfig, first: Callable[[dict[str, Any]], str] | None,
@@ -218,7 +223,7 @@ def test_trivial_policies_score_zero(tiers_env: gym.Env, split: str) -> None:
     first link) then stop, on one task of every template of the split (``train`` and ``test_unseen`` splits:
     a ``test`` split's templates are its ``train`` split's). String answers are checked exhaustively offline
     above. One test per split keeps each inside the per-test timeout."""
-    tasks = [t for t in tiers_env.unwrapped.tasks if t.extras["split"] == split]
+    tasks = [t for t in _env_tasks(tiers_env) if t.extras["split"] == split]
     per_template: dict[int | None, TaskConfig] = {}
     if not split.endswith("_test"):
         for task in tasks:
