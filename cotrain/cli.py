@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+import types
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,7 +56,7 @@ class _InterruptedDriverFilter(logging.Filter):
 _DRIVER_FILTER = _InterruptedDriverFilter()
 
 
-def _on_sigint(signum: int, frame: object) -> None:
+def _on_sigint(signum: int, frame: types.FrameType | None) -> None:
     """Python's own SIGINT handler (raise KeyboardInterrupt), after noting the interrupt for the filter."""
     _DRIVER_FILTER.interrupted = True
     signal.default_int_handler(signum, frame)

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from cotrain.checkpoint import RunDir, load_pools
 from cotrain.config import TrainConfig, WorkersConfig, resolve_settings
@@ -223,7 +223,8 @@ def resume(run_dir: str | Path, *, progress: ProgressFactory | None = None, stop
     if ui is not None:
         if ui not in ("auto", "on", "off"):
             raise ConfigError(f"ui.mode: expected 'auto', 'on' or 'off', got {ui!r}")
-        run.config = dataclasses.replace(run.config, ui=dataclasses.replace(run.config.ui, mode=ui))
+        mode = cast(Literal["auto", "on", "off"], ui)
+        run.config = dataclasses.replace(run.config, ui=dataclasses.replace(run.config.ui, mode=mode))
     try:
         run.reopen_for_resume()
         if not run.finished:

@@ -50,6 +50,19 @@ class PrefixKV:
     """The prefix run into the model."""
 
 
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device of a transformers model (``model.device``), typed."""
+    device = model.device
+    if not isinstance(device, torch.device):
+        raise TypeError(f"{type(model).__name__}.device is not a torch.device: {device!r}")
+    return device
+
+
+def model_config(model: torch.nn.Module) -> Any:
+    """The ``PretrainedConfig`` of a transformers model (``model.config``)."""
+    return model.config
+
+
 def _forward_names(model: torch.nn.Module) -> tuple[str, str | None]:
     params = inspect.signature(model.forward).parameters
     cache = "cache" if "cache" in params else "past_key_values"
@@ -78,8 +91,8 @@ def new_cache(model: torch.nn.Module, layers: Sequence[tuple[torch.Tensor, torch
     from transformers import DynamicCache
 
     if not layers:
-        return DynamicCache(config=model.config)
-    return DynamicCache(ddp_cache_data=list(layers), config=model.config)
+        return DynamicCache(config=model_config(model))
+    return DynamicCache(ddp_cache_data=list(layers), config=model_config(model))
 
 
 def cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -97,9 +110,9 @@ def prefill(model: torch.nn.Module, ids: Sequence[int], prefix: PrefixKV | None 
         start = len(prefix.ids)
         layers = cache_layers(prefix.state.cache)  # copied by the new cache's first update, not changed
     cache = new_cache(model, layers)
-    rest = torch.tensor([ids[start:]], dtype=torch.long, device=model.device)
-    mask = torch.ones(1, len(ids), dtype=torch.long, device=model.device)
-    positions = torch.arange(start, len(ids), device=model.device).unsqueeze(0)
+    rest = torch.tensor([ids[start:]], dtype=torch.long, device=model_device(model))
+    mask = torch.ones(1, len(ids), dtype=torch.long, device=model_device(model))
+    positions = torch.arange(start, len(ids), device=model_device(model)).unsqueeze(0)
     logits, cache = forward(model, rest, mask, positions, cache, last_only=True)
     return RowState(cache=cache, length=len(ids), logits=logits[0])
 
@@ -183,7 +196,7 @@ class TrieChooser:
 def stack_rows(model: torch.nn.Module, rows: Sequence[RowState]) -> tuple[Any, torch.Tensor]:
     """One batched cache from per-row caches, left-padded to the longest; returns ``(cache, mask)``."""
     if len(rows) == 1:
-        return rows[0].cache, torch.ones(1, rows[0].length, dtype=torch.long, device=model.device)
+        return rows[0].cache, torch.ones(1, rows[0].length, dtype=torch.long, device=model_device(model))
     longest = max(r.length for r in rows)
     per_row = [cache_layers(r.cache) for r in rows]
     layers = []
@@ -192,7 +205,7 @@ def stack_rows(model: torch.nn.Module, rows: Sequence[RowState]) -> tuple[Any, t
         keys = torch.cat([F.pad(p[i][0], pad) for p, pad in zip(per_row, pads, strict=True)])
         values = torch.cat([F.pad(p[i][1], pad) for p, pad in zip(per_row, pads, strict=True)])
         layers.append((keys, values))
-    mask = torch.zeros(len(rows), longest, dtype=torch.long, device=model.device)
+    mask = torch.zeros(len(rows), longest, dtype=torch.long, device=model_device(model))
     for b, r in enumerate(rows):
         mask[b, longest - r.length:] = 1
     return new_cache(model, layers), mask
@@ -206,7 +219,7 @@ def decode(model: torch.nn.Module, rows: Sequence[RowState], choose: Chooser, *,
     row has (forced trie tokens go in one forward), and the model is not run once every row has finished.
     """
     cache, mask = stack_rows(model, rows)
-    positions = torch.tensor([r.length for r in rows], device=model.device)
+    positions = torch.tensor([r.length for r in rows], device=model_device(model))
     logits = torch.stack([r.logits for r in rows])
     outputs: list[list[int]] = [[] for _ in rows]
     pending: list[list[int]] = [[] for _ in rows]
@@ -224,15 +237,15 @@ def decode(model: torch.nn.Module, rows: Sequence[RowState], choose: Chooser, *,
         if not active:
             break
         k = min(len(pending[b]) for b in active)
-        feed = torch.full((len(rows), k), pad_id, dtype=torch.long, device=model.device)
-        step_mask = torch.zeros(len(rows), k, dtype=torch.long, device=model.device)
+        feed = torch.full((len(rows), k), pad_id, dtype=torch.long, device=model_device(model))
+        step_mask = torch.zeros(len(rows), k, dtype=torch.long, device=model_device(model))
         for b in active:
             feed[b] = torch.tensor(pending[b][:k])
             step_mask[b] = 1
             outputs[b].extend(pending[b][:k])
             pending[b] = pending[b][k:]
         mask = torch.cat([mask, step_mask], dim=1)
-        step_positions = positions.unsqueeze(1) + torch.arange(k, device=model.device)
+        step_positions = positions.unsqueeze(1) + torch.arange(k, device=model_device(model))
         logits, cache = forward(model, feed, mask, step_positions, cache, last_only=True)
         positions = positions + k
     return outputs
@@ -261,7 +274,7 @@ def candidate_logprobs(model: torch.nn.Module, row: RowState, candidates: Sequen
     """
     tokens, parents, depths, paths = _flatten_trie(candidates)
     n, length = len(tokens), row.length
-    device = model.device
+    device = model_device(model)
     inner = sorted({p for p in parents if p >= 0})
     where = {node: r for r, node in enumerate(inner)}
     node_logp = torch.empty(n)
@@ -393,7 +406,7 @@ def prefill_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]],
     if not rows or any(not r for r in rows):
         lengths = [len(r) for r in rows]
         raise ValueError(f"prefill_batch needs K >= 1 non-empty prompts, got lengths {lengths}")
-    k, device = len(rows), model.device
+    k, device = len(rows), model_device(model)
     shortest = min(len(r) for r in rows)
     keep, layers = 0, None
     if previous is not None:
@@ -454,7 +467,7 @@ def candidate_logprobs_batch(model: torch.nn.Module, state: BatchState,
     k = len(state.ids)
     if len(candidates) != k:
         raise ValueError(f"got candidate sets for {len(candidates)} rows, the state has {k}")
-    device = model.device
+    device = model_device(model)
     tries = [_flatten_trie(c) for c in candidates]
     inner = [sorted({p for p in parents if p >= 0}) for _, parents, _, _ in tries]
     m = max(len(i) for i in inner)

@@ -419,7 +419,7 @@ class LLMPolicy:
             raw = self.tokenizer.decode(kept, skip_special_tokens=True)
             action = extract_action(raw, style)
             failed = action is None
-            actions.append(raw.strip() if failed else action)
+            actions.append(action if action is not None else raw.strip())
             infos.append({"mode": "free", "raw": raw, "parse_failed": failed,
                           "generated_tokens": len(tokens)})
         return actions, infos
@@ -434,7 +434,7 @@ class LLMPolicy:
             outputs = decode(self.model, rows, chooser, pad_id=self._pad_id,
                              max_steps=max(len(s) for seqs in encoded for s in seqs) + 1)
             picks = [int(c) if c is not None else 0 for c in chooser.chosen]
-            extra = [{"generated_tokens": len(out)} for out in outputs]
+            extra: list[dict[str, Any]] = [{"generated_tokens": len(out)} for out in outputs]
         else:
             picks, extra = [], []
             scoring = self.config.scoring

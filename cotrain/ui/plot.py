@@ -44,7 +44,7 @@ def plot_learning_curve(
     fig = Figure(figsize=(8.0, 4.5), dpi=120, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    series = [
+    series: list[tuple[str, list[float | None], dict[str, Any]]] = [
         ("reward mean", [r.reward_mean for r in records], {"color": "tab:green", "lw": 2}),
         ("reward max", [r.reward_max for r in records], {"color": "tab:green", "ls": "--", "alpha": 0.6}),
         ("success rate", [r.success_rate for r in records], {"color": "tab:purple", "lw": 1.5}),

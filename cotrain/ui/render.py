@@ -31,10 +31,11 @@ def render_dashboard(state: DashboardState, width: int | None = None) -> Rendera
     left = [_progress(state, lcol), _rewards(state, lcol), _timing(state, lcol)]
     right = [_prompts(state, rcol), _tasks(state, rcol), _workers(state, rcol)]
     if wide:
-        body: RenderableType = Table.grid(padding=(0, 1, 0, 0))
-        body.add_column(width=lcol)
-        body.add_column(width=rcol)
-        body.add_row(Group(*left), Group(*right))
+        grid = Table.grid(padding=(0, 1, 0, 0))
+        grid.add_column(width=lcol)
+        grid.add_column(width=rcol)
+        grid.add_row(Group(*left), Group(*right))
+        body: RenderableType = grid
     else:
         body = Group(*left, *right)
     return Group(_header(state, wide), body, _best_prompt(state, width))
@@ -121,7 +122,7 @@ def _header(state: DashboardState, wide: bool) -> Panel:
         return Panel(line, box=box.ROUNDED, border_style="magenta", padding=(0, 1))
     grid = Table.grid(expand=True)
     for justify in ("left", "center", "right"):
-        grid.add_column(justify=justify, ratio=1, no_wrap=True)  # type: ignore[arg-type]
+        grid.add_column(justify=justify, ratio=1, no_wrap=True)
     grid.add_row(*parts)
     return Panel(grid, box=box.ROUNDED, border_style="magenta", padding=(0, 1))
 
