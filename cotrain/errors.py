@@ -34,3 +34,7 @@ class DistributionError(CotrainError, ValueError):
 class MetricsError(CotrainError, ValueError):
     """Generation metrics cannot be read or plotted: a row that is not a status dict, or no generation at all
     (names the row or the source)."""
+
+
+class GridStatsError(CotrainError, ValueError):
+    """Learning-grid outcomes that cannot be summarised: empty, not finite, or of shapes that do not pair."""

@@ -19,11 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cotrain.errors import CotrainError
-
-
-class GridStatsError(CotrainError, ValueError):
-    """Outcomes that cannot be summarised: empty, not finite, or of shapes that do not pair."""
+from cotrain.errors import GridStatsError
 
 
 @dataclass(frozen=True)
