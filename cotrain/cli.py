@@ -104,17 +104,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGINT, _on_sigint)
     try:
         return _dispatch(args)
-    except (CotrainError, EsAgentError) as exc:
-        print(f"esopt {args.command}: error: {_one_line(exc)}", file=sys.stderr)
-        return EXIT_ERROR
     except KeyboardInterrupt:
-        _DRIVER_FILTER.interrupted = True
-        print(f"esopt {args.command}: interrupted; the run directory keeps its last completed generation",
-              file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted(args.command)
+    except Exception as exc:
+        if _DRIVER_FILTER.interrupted:
+            # Ctrl-C reaches the whole process group: the browser may die of it before Python raises
+            # KeyboardInterrupt, and the episode then fails on the closed browser. That is the interrupt.
+            return _interrupted(args.command)
+        if isinstance(exc, CotrainError | EsAgentError):
+            print(f"esopt {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+            return EXIT_ERROR
+        raise
     finally:
         if own_handler:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _interrupted(command: str) -> int:
+    _DRIVER_FILTER.interrupted = True
+    print(f"esopt {command}: interrupted; the run directory keeps its last completed generation",
+          file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def make_logger(cfg: TrainConfig, searcher: CoEvolutionES | None, console: Console | None = None,

@@ -36,6 +36,7 @@ def _check_figure(figure: dict) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # every benchmark in quick mode (the subprocess has the same limit)
 def test_quick_run_writes_valid_json_and_markdown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
