@@ -65,6 +65,7 @@ def record(split: str, task_ids: Sequence[int] | None = None, cache_dir: Path = 
     import webarena_gym
     from es_agent.agreement import OBS_KEYS, ReferenceStep, load_trajectories, save_trajectories
     from webarena_gym.reference import run_reference
+    from webarena_gym.wrappers import RecordObservations
 
     digest = task_file_digest(split)
     suffix = "" if task_ids is None else "-" + hashlib.sha256(repr(sorted(task_ids)).encode()).hexdigest()[:8]
@@ -72,18 +73,8 @@ def record(split: str, task_ids: Sequence[int] | None = None, cache_dir: Path = 
     if path.exists():
         return load_trajectories(path)
 
-    class Recorder(gym.Wrapper):  # type: ignore[type-arg]
-        def reset(self, **kwargs: Any) -> Any:
-            obs, info = self.env.reset(**kwargs)
-            self.observations = [dict(obs)]
-            return obs, info
 
-        def step(self, action: Any) -> Any:
-            out = self.env.step(action)
-            self.observations.append(dict(out[0]))
-            return out
-
-    env = Recorder(gym.make(webarena_gym.ENV_ID, split=split,
+    env = RecordObservations(gym.make(webarena_gym.ENV_ID, split=split,
                             tasks=None if task_ids is None else list(task_ids)))
     steps: list[ReferenceStep] = []
     try:

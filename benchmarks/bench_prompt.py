@@ -38,19 +38,10 @@ def reference_steps(n_tasks: int) -> list[list[tuple[dict[str, str], str]]]:
 
     import webarena_gym
     from webarena_gym.reference import run_reference
+    from webarena_gym.wrappers import RecordObservations
 
-    class Recorder(gym.Wrapper):
-        def reset(self, **kwargs: Any) -> Any:
-            obs, info = self.env.reset(**kwargs)
-            self.observations = [dict(obs)]
-            return obs, info
 
-        def step(self, action: Any) -> Any:
-            out = self.env.step(action)
-            self.observations.append(dict(out[0]))
-            return out
-
-    env = Recorder(gym.make(webarena_gym.ENV_ID, split="test"))
+    env = RecordObservations(gym.make(webarena_gym.ENV_ID, split="test"))
     episodes = []
     try:
         for task in list(env.unwrapped.tasks)[:n_tasks]:

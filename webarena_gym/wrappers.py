@@ -48,6 +48,26 @@ class EvaluateOnTruncation(gym.Wrapper, RecordConstructorArgs):
         return obs, float(reward), terminated, truncated, info
 
 
+class RecordObservations(gym.Wrapper):
+    """Keep the observations of the current episode: ``observations[0]`` is the reset's, then one per step
+    (shallow copies), so a replayed trajectory can be scored offline against the observation each action
+    was taken on."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.observations: list[dict[str, Any]] = []
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        self.observations = [dict(obs)]
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.observations.append(dict(obs))
+        return obs, reward, terminated, truncated, info
+
+
 def _rearm_reset_check(env: gym.Env) -> None:
     """Let the ``PassiveEnvChecker`` below check the next ``reset`` when its one checked reset raised."""
     while isinstance(env, gym.Wrapper):

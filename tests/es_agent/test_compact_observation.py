@@ -124,23 +124,13 @@ TASKS_PER_SITE = 2
 """Reference solutions replayed per site (different intent templates), plus a typing task."""
 
 
-class _Recorder(gym.Wrapper):
-    def reset(self, **kwargs: Any) -> Any:
-        obs, info = self.env.reset(**kwargs)
-        self.observations = [dict(obs)]
-        return obs, info
-
-    def step(self, action: Any) -> Any:
-        out = self.env.step(action)
-        self.observations.append(dict(out[0]))
-        return out
-
-
 @pytest.fixture(scope="module")
 def reference_env(chromium_path: str) -> Iterator[gym.Env]:
     import webarena_gym
+    from webarena_gym.wrappers import RecordObservations
 
-    env = _Recorder(gym.make(webarena_gym.ENV_ID, split="all", browser={"executable_path": chromium_path}))
+    env = RecordObservations(gym.make(webarena_gym.ENV_ID, split="all",
+                                      browser={"executable_path": chromium_path}))
     yield env
     env.close()
 
