@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from es_agent.errors import (
+    AgreementError,
     AxTreeError,
     CandidateRowError,
     CheckpointMismatchError,
@@ -94,6 +95,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 __all__ = [
     "AgentProblem",
     "AgentSpec",
+    "AgreementError",
     "AxTreeError",
     "CandidateConfig",
     "CandidateRow",

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from es_agent.actions_space import normalize_action
-from es_agent.errors import EsAgentError
+from es_agent.errors import AgreementError
 
 if TYPE_CHECKING:  # pragma: no cover
     from es_agent.policy import LLMPolicy, StepScores
@@ -47,10 +47,6 @@ _STOP = re.compile(r"^stop \[(.*)\]$", re.S)
 
 AnswerCheck = Callable[["ReferenceStep", str], bool]
 """Whether a ``stop`` answer is accepted at a reference step."""
-
-
-class AgreementError(EsAgentError):
-    """A recorded reference trajectory that cannot be read or used."""
 
 
 @dataclass(frozen=True)

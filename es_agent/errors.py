@@ -69,3 +69,7 @@ class PerturbationError(EsAgentError, ValueError):
 
 class HardwareError(EsAgentError, ValueError):
     """A hardware choice was asked with a bad value (names the value and what was expected)."""
+
+
+class AgreementError(EsAgentError):
+    """A recorded reference trajectory (step agreement) that cannot be read or used."""
