@@ -21,7 +21,7 @@ from evotorch import Problem, SolutionBatch
 
 from es_agent.errors import SpecError
 from es_agent.specs import AgentSpec, EnvSpec, TaskId, check_task_ids
-from es_agent.worker import Replica, evals_from_rewards
+from es_agent.worker import Replica, evals_from_rewards, split_evals
 
 
 def check_num_actors(num_actors: int | str | None) -> None:
@@ -101,7 +101,7 @@ class AgentProblemBase(Problem):
 
     def per_task_rewards(self, batch: SolutionBatch) -> torch.Tensor:
         """``(N, len(task_batch))`` rewards of an evaluated batch (from its eval data)."""
-        return batch.evals[:, 1:1 + len(self.task_batch)].clone()
+        return split_evals(batch.evals, len(self.task_batch))[1].clone()
 
     # ------------------------------------------------------------------ replica
     @property
