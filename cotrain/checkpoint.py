@@ -190,9 +190,21 @@ class RunState:
 
 
 def initial_distribution(config: TrainConfig, pools: PromptPools) -> CoEvolutionDistribution:
-    """The generation-0 distribution of a run (uniform categoricals over the pools)."""
+    """The generation-0 distribution of a run: categoricals over the pools with ``es.baseline_prior`` of
+    their mass on the baseline genome ``eval.baseline`` (uniform when ``es.baseline_prior = 0``)."""
+    # issue #13 item 4 (engineer C): the prompt prior; a ConfigError when the pools lack the baseline
+    baseline_ids = None
+    if config.es.distribution.baseline_prior > 0:
+        from es_agent.errors import PromptPoolError
+
+        try:
+            baseline_ids = pools.baseline(config.eval.baseline).indices
+        except PromptPoolError as exc:
+            raise ConfigError(f"es.baseline_prior: puts mass on the baseline genome eval.baseline = "
+                              f"{config.eval.baseline!r}, but {exc}; set es.baseline_prior = 0 for a "
+                              "uniform start") from None
     return CoEvolutionDistribution.create(list(pools.sizes().values()), base_seed=config.es.seed,
-                                          config=config.es.distribution)
+                                          config=config.es.distribution, baseline_ids=baseline_ids)
 
 
 def load_pools(path: str | None) -> PromptPools:

@@ -98,6 +98,26 @@ def project_to_floor(probs: torch.Tensor | Sequence[float], floor: float) -> tor
         pinned[torch.nonzero(free).reshape(-1)[low]] = True
 
 
+def baseline_prior_probs(pool_sizes: Sequence[int], baseline_ids: Sequence[int],
+                         weight: float) -> list[torch.Tensor]:
+    """Per slot ``weight * onehot(baseline_ids[slot]) + (1 - weight) * uniform`` (before the floor): the
+    generation-0 categoricals that put mass on the baseline genome. ``weight = 0`` is exactly uniform."""
+    sizes, ids = [int(k) for k in pool_sizes], [int(i) for i in baseline_ids]
+    if len(ids) != len(sizes):
+        raise DistributionError(f"baseline_ids {ids} name {len(ids)} slot(s), the pools have {len(sizes)}")
+    bad = [(slot, i) for slot, (i, k) in enumerate(zip(ids, sizes, strict=True)) if not 0 <= i < k]
+    if bad:
+        raise DistributionError(f"baseline_ids {ids}: (slot, id) {bad} outside the pool sizes {sizes}")
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight <= 1:
+        raise DistributionError(f"baseline_prior must lie in [0, 1], got {weight!r}")
+    probs = []
+    for i, k in zip(ids, sizes, strict=True):
+        p = torch.full((k,), (1.0 - weight) / k, dtype=torch.float64)
+        p[i] += weight
+        probs.append(p)
+    return probs
+
+
 def _resolve_generator(generator: Any) -> torch.Generator | None:
     if generator is None or isinstance(generator, torch.Generator):
         return generator
@@ -190,13 +210,20 @@ class CoEvolutionDistribution(Distribution):
         base_seed: int,
         config: CoEvolutionConfig | None = None,
         initial_probs: Sequence[Sequence[float]] | None = None,
+        baseline_ids: Sequence[int] | None = None,
     ) -> CoEvolutionDistribution:
-        """A generation-0 distribution over ``len(pool_sizes)`` slots (uniform categoricals unless given)."""
+        """A generation-0 distribution over ``len(pool_sizes)`` slots: ``initial_probs`` when given, else
+        the baseline prior (:func:`baseline_prior_probs` with ``config.baseline_prior``) around
+        ``baseline_ids`` (the baseline genome's variant index per slot) when given, else uniform."""
         config = config or CoEvolutionConfig()
         sizes = [int(k) for k in pool_sizes]
         if any(k < 1 for k in sizes):
             raise DistributionError(f"every prompt pool needs at least one variant, got sizes {sizes}")
-        if initial_probs is None:
+        if initial_probs is not None and baseline_ids is not None:
+            raise DistributionError("give initial_probs or baseline_ids, not both")
+        if baseline_ids is not None:
+            probs = baseline_prior_probs(sizes, baseline_ids, config.baseline_prior)
+        elif initial_probs is None:
             probs = [torch.full((k,), 1.0 / k, dtype=torch.float64) for k in sizes]
         else:
             probs = [torch.as_tensor(p, dtype=torch.float64) for p in initial_probs]

@@ -11,7 +11,8 @@ from cotrain.errors import DistributionError
 from cotrain.schedule import validate_sigma_range
 
 WeightNormalisation = Literal["total_weight", "population"]
-_FLOAT_FIELDS = ("sigma_0", "sigma_min", "learning_rate", "prompt_learning_rate", "prob_floor")
+_FLOAT_FIELDS = ("sigma_0", "sigma_min", "learning_rate", "prompt_learning_rate", "prob_floor",
+                 "baseline_prior")
 _BOOL_FIELDS = ("antithetic", "evolve_weights", "evolve_prompts")
 
 
@@ -39,6 +40,13 @@ class CoEvolutionConfig:
     """Ablation switch: if False, every row uses the most probable ids and the categoricals never change."""
     weight_normalisation: WeightNormalisation = "total_weight"
     """Divisor of the weight step: ``total_weight`` (sum of |centred weights|) or ``population`` (N)."""
+    baseline_prior: float = 0.5
+    """Weight ``w`` in [0, 1] of the baseline genome in the generation-0 categoricals: per slot
+    ``p = w * onehot(baseline variant) + (1 - w) * uniform``, then the ``prob_floor``. 0 is the uniform start;
+    the default 0.5 gives each slot's baseline variant ``0.5 + 0.5 / k`` of a pool of ``k`` (0.625 of 4), so
+    the first generations try mostly the baseline and its one-slot neighbours instead of random genomes,
+    most of them worse than No-Skill. A run's baseline genome is ``eval.baseline`` (default ``no_skill``) of
+    its pools (:meth:`CoEvolutionDistribution.create`'s ``baseline_ids``)."""
 
     def __post_init__(self) -> None:
         for name in _FLOAT_FIELDS:
@@ -55,6 +63,9 @@ class CoEvolutionConfig:
         if not 0 <= self.prompt_learning_rate <= 1:
             raise DistributionError(
                 f"prompt_learning_rate must lie in [0, 1], got {self.prompt_learning_rate}")
+        if not 0 <= self.baseline_prior <= 1:
+            raise DistributionError(
+                f"{type(self).__name__}.baseline_prior must lie in [0, 1], got {self.baseline_prior}")
         if not 0 <= self.prob_floor < 1:
             raise DistributionError(f"prob_floor must lie in [0, 1), got {self.prob_floor}")
         for name in _BOOL_FIELDS:

@@ -8,9 +8,11 @@ import copy
 import json
 import pickle
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 import torch
+from toy_web_env import toy_config_dict
 
 from cotrain.distribution import (
     SEED_BOUND,
@@ -454,6 +456,8 @@ def test_weight_update_round_trip_and_validation() -> None:
         {"prob_floor": 1.0},
         {"antithetic": 1},
         {"weight_normalisation": "sum"},
+        {"baseline_prior": 1.5},
+        {"baseline_prior": -0.1},
     ],
 )
 def test_config_validation(bad: dict) -> None:
@@ -472,3 +476,66 @@ def test_update_validates_shapes_and_rewards() -> None:
         dist.update(rows[:, :4], torch.zeros(4))
     with pytest.raises(ValueError, match="probability"):
         CoEvolutionDistribution({"sigma_0": 0.1, "base_seed": 0, "prompt_probs": [[0.5, 0.6]]})
+
+
+# ----- the prompt prior (issue #13 item 4) ----------------------------------------------------------------
+
+
+def test_the_baseline_prior_puts_mass_on_the_baseline_genome_at_generation_0() -> None:
+    """``p = w * onehot(baseline) + (1 - w) * uniform`` per slot, then the floor; w = 0 is the uniform start
+    bit for bit, and the baseline is the most probable genome (what the centre and the start evaluate)."""
+    half = CoEvolutionDistribution.create([4, 3], base_seed=0, baseline_ids=[2, 0],
+                                          config=CoEvolutionConfig(baseline_prior=0.5))
+    assert [p.tolist() for p in half.prompt_probs] == [[0.125, 0.125, 0.625, 0.125], [2 / 3, 1 / 6, 1 / 6]]
+    assert half.most_probable_prompt_ids() == (2, 0)
+    zero = CoEvolutionDistribution.create([4, 3], base_seed=0, baseline_ids=[2, 0],
+                                          config=CoEvolutionConfig(baseline_prior=0.0))
+    uniform = CoEvolutionDistribution.create([4, 3], base_seed=0)
+    assert all(torch.equal(a, b) for a, b in zip(zero.prompt_probs, uniform.prompt_probs, strict=True))
+    full = CoEvolutionDistribution.create([4, 3], base_seed=0, baseline_ids=[1, 2],
+                                          config=CoEvolutionConfig(baseline_prior=1.0, prob_floor=0.05))
+    assert [p.tolist() for p in full.prompt_probs] == [
+        pytest.approx([0.05, 0.85, 0.05, 0.05]), pytest.approx([0.05, 0.05, 0.9])]  # the floor still applies
+    rows = half.sample_rows(4000)  # antithetic pairs: 2000 draws per slot
+    assert float((rows[::2, 3] == 2).double().mean()) == pytest.approx(0.625, abs=0.04)
+    with pytest.raises(DistributionError, match="outside the pool sizes"):
+        CoEvolutionDistribution.create([4, 3], base_seed=0, baseline_ids=[4, 0])
+    with pytest.raises(DistributionError, match="name 1 slot"):
+        CoEvolutionDistribution.create([4, 3], base_seed=0, baseline_ids=[0])
+    with pytest.raises(DistributionError, match="not both"):
+        CoEvolutionDistribution.create([4, 3], base_seed=0, baseline_ids=[0, 0],
+                                       initial_probs=[[0.25] * 4, [1 / 3] * 3])
+
+
+def test_a_run_starts_on_its_baseline_genome_and_a_reopened_run_keeps_the_prior(tmp_path: Path) -> None:
+    """The run's generation-0 distribution puts ``es.baseline_prior`` on ``eval.baseline`` of its pools; the
+    run directory rebuilds the same one (a run resumed before its first generation), and a distribution
+    logged after a generation round-trips exactly."""
+    from cotrain.checkpoint import RunDir, initial_distribution, load_pools
+    from cotrain.config import config_from_dict
+    from cotrain.errors import ConfigError
+
+    pools = load_pools(None)
+    cfg = config_from_dict(toy_config_dict())
+    dist = initial_distribution(cfg, pools)
+    no_skill = pools.baseline("no_skill").indices
+    assert cfg.es.distribution.baseline_prior == 0.5 and dist.most_probable_prompt_ids() == no_skill
+    for probs, best in zip(dist.prompt_probs, no_skill, strict=True):
+        assert float(probs[best]) == 0.5 + 0.5 / probs.numel()
+    other = config_from_dict(toy_config_dict(eval={"baseline": "default"}, es={"baseline_prior": 0.8}))
+    assert initial_distribution(other, pools).most_probable_prompt_ids() == pools.baseline("default").indices
+    run = RunDir.create(tmp_path / "run", cfg, pools)
+    run.release()
+    reopened = RunDir.open(tmp_path / "run").load_state().distribution
+    assert reopened.to_dict() == dist.to_dict()
+    logged = CoEvolutionDistribution.from_dict(json.loads(json.dumps(dist.to_dict())))
+    assert [p.tolist() for p in logged.prompt_probs] == [p.tolist() for p in dist.prompt_probs]
+    with pytest.raises(ConfigError, match=r"es.baseline_prior.*eval.baseline = 'nope'"):
+        initial_distribution(config_from_dict(toy_config_dict(eval={"baseline": "nope"})), pools)
+    uniform = initial_distribution(config_from_dict(toy_config_dict(
+        eval={"baseline": "nope"}, es={"baseline_prior": 0.0})), pools)
+    assert all(p.tolist() == [0.25] * 4 for p in uniform.prompt_probs)
+    for bad, message in ((2.0, r"es: es.baseline_prior must lie in \[0, 1\], got 2.0"),
+                         ("high", r"es.baseline_prior: expected float")):
+        with pytest.raises(ConfigError, match=message):
+            config_from_dict(toy_config_dict(es={"baseline_prior": bad}))
