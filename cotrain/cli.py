@@ -217,6 +217,13 @@ def _print_result(result: object) -> None:
     curve = result.run_dir / "learning_curve.png"
     if curve.exists():
         print(f"learning curve: {curve}")
+    # issue #13 item 6 (engineer C): the last line shows the start beside the trained centre
+    from cotrain.ui.state import EvalSummary, format_held_out
+
+    held_out = format_held_out(EvalSummary.from_status(result.start_eval),
+                               EvalSummary.from_status(result.centre_eval))
+    if held_out is not None:
+        print(held_out)
 
 
 if __name__ == "__main__":

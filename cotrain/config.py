@@ -167,8 +167,9 @@ class ESConfig:
         "total_generations": "set es.schedule_generations (default: es.generations) instead"})
     """The search distribution's hyperparameters (``cotrain.distribution_config.CoEvolutionConfig``), written
     flat in ``[es]``: ``sigma_0``, ``sigma_min``, ``learning_rate``, ``prompt_learning_rate``,
-    ``prob_floor``, ``antithetic``, ``evolve_weights``, ``evolve_prompts``, ``weight_normalisation``. Its
-    ``total_generations`` is always ``schedule_generations`` or ``generations`` (set here)."""
+    ``prob_floor``, ``antithetic``, ``evolve_weights``, ``evolve_prompts``, ``weight_normalisation``,
+    ``baseline_prior``. Its ``total_generations`` is always ``schedule_generations`` or ``generations`` (set
+    here)."""
     shaping: ShapingConfig = field(default_factory=ShapingConfig)
     """``[es.shaping]``: how per-task rewards become candidate weights (``method``, ``per_task_centering``,
     ``per_task_scaling``)."""
@@ -315,6 +316,12 @@ class EvalConfig:
     """Baseline genome (a name in the pools' ``baselines``) that ``esopt eval`` compares against."""
     env_seed: int = 0
     """Env seed of centre evaluations (the same every time, so evaluations compare)."""
+    # issue #13 item 6 (engineer C): the start beside the trained centre
+    at_start: bool = True
+    """When the run evaluates its centre (``every > 0``), also evaluate the start once, before generation 1:
+    the base weights with the generation-0 most probable genome (the baseline genome under
+    ``es.baseline_prior``), on the same tasks with the same ``env_seed``; recorded as ``start_eval`` in
+    generation 1's metrics and never redone on resume."""
 
     def __post_init__(self) -> None:
         if self.every < 0 or self.n_tasks < 0:

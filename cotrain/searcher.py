@@ -15,6 +15,9 @@ One generation (``step()`` wraps ``_step()``, EvoTorch style; the problem is any
 4. let the optional :class:`~cotrain.prompt_evolution.PromptEvolver` grow or prune the pools (sent with
    ``problem.set_prompt_pools``);
 5. every ``eval_every`` generations, evaluate the centre (sigma 0, most probable prompts) on held-out tasks;
+   with ``eval_at_start``, the first generation of a run also evaluates the start (the generation-0 centre:
+   base weights, most probable genome of the generation-0 distribution) before it samples anything, on the
+   same tasks with the same env seed (``start_eval``; no training random stream is drawn from);
 6. report the status keys of ``docs/CONTRACTS.md`` (EvoTorch loggers attached to ``log_hook`` receive them)
    and keep :attr:`last_record`, the generation's entry of the run's update log.
 
@@ -22,7 +25,9 @@ Status keys beyond the contract: ``best_genome`` (slot -> id of the most probabl
 ``env_seed``, ``update_size`` (seeds in the weight update), ``update_empty`` (bool) and, only when the update
 is empty, ``update_empty_reason`` (e.g. every fitness ties), ``pool_sizes``, ``pool_changes`` (count) and
 ``seconds_prompt_evolution``; ``centre_eval`` (present only in the generations that evaluate the centre) also
-carries ``reward_mean`` and per-task ``rewards``. ``reward_mean/max/min`` are over the evals' fitness column.
+carries ``reward_mean``, per-task ``rewards`` and the ``generation`` whose centre it scored; ``start_eval``
+(generation 1 of a run with ``eval_at_start`` only) is the same dict for the start (``generation`` 0).
+``reward_mean/max/min`` are over the evals' fitness column.
 
 Ablations come from the distribution's config (``evolve_weights`` / ``evolve_prompts``).
 """
@@ -48,9 +53,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from es_agent.prompts import PromptPools
 
 TaskId = int | str
-OPTIONAL_STATUS_KEYS = frozenset({"centre_eval", "update_empty_reason"})
+OPTIONAL_STATUS_KEYS = frozenset({"centre_eval", "start_eval", "update_empty_reason"})
 """Status keys present only in the generations that report them (``centre_eval``: on the ``eval_every``
-schedule; ``update_empty_reason``: when the weight update is empty)."""
+schedule; ``start_eval``: generation 1 with ``eval_at_start``; ``update_empty_reason``: when the weight update
+is empty)."""
 _TASK_TAG = 0x7461736B  # "task": the task-batch stream, apart from the distribution's and the evolver's
 
 
@@ -80,14 +86,14 @@ class CoEvolutionES(SearchAlgorithm):
 
     ``start_generation`` is the number of generations already done (a resumed run); the distribution must be
     at that generation. ``eval_tasks`` (held-out task ids, labelled ``eval_split``) are evaluated every
-    ``eval_every`` generations (0: never).
+    ``eval_every`` generations (0: never), and with ``eval_at_start`` once before generation 1 (the start).
     """
 
     def __init__(self, problem: SearchProblem, distribution: CoEvolutionDistribution, *, popsize: int,
                  train_tasks: Sequence[TaskId], tasks_per_generation: int, seed: int,
                  shaping: ShapingConfig | None = None, prompt_evolver: PromptEvolver | None = None,
                  eval_tasks: Sequence[TaskId] = (), eval_split: str = "held-out", eval_every: int = 0,
-                 eval_env_seed: int = 0, start_generation: int = 0) -> None:
+                 eval_env_seed: int = 0, eval_at_start: bool = False, start_generation: int = 0) -> None:
         SearchAlgorithm.__init__(self, problem)
         self._search_problem = problem
         if distribution.generation != start_generation:
@@ -108,6 +114,9 @@ class CoEvolutionES(SearchAlgorithm):
         self.eval_split = eval_split
         self.eval_every = int(eval_every)
         self.eval_env_seed = int(eval_env_seed)
+        self.eval_at_start = bool(eval_at_start)
+        if self.eval_at_start and not self.eval_tasks:
+            raise ConfigError("eval.at_start: no held-out tasks to evaluate the start on")
         self._steps_count = int(start_generation)
         self.last_record: dict[str, Any] | None = None
         """The update-log entry of the last generation (JSON-safe)."""
@@ -132,6 +141,11 @@ class CoEvolutionES(SearchAlgorithm):
         problem = self._search_problem
         gen = self._steps_count + 1
         dist = self._distribution
+        status: dict[str, Any] = {}
+        bytes_exchanged = 0
+        if self.eval_at_start and gen == 1:  # before anything is sampled or updated: the start itself
+            status["start_eval"] = self.evaluate_centre(generation=0)
+            bytes_exchanged += int(problem.last_bytes_exchanged)
         tasks = self.task_batch_for(gen)
         problem.set_task_batch(tasks)
         # EvoTorch's flow (GaussianSearchAlgorithm._step_non_distributed): sample into the population,
@@ -141,7 +155,7 @@ class CoEvolutionES(SearchAlgorithm):
         problem.evaluate(batch)
         rows = batch.access_values(keep_evals=True).detach().cpu().clone()
         fitness, rewards = split_evals(batch.access_evals().detach().cpu().to(torch.float64), len(tasks))
-        bytes_exchanged = int(problem.last_bytes_exchanged)
+        bytes_exchanged += int(problem.last_bytes_exchanged)
         timings = dict(problem.last_timings)
         workers = [dict(w) for w in problem.worker_status()]
         agree = problem.checksums_agree
@@ -164,9 +178,8 @@ class CoEvolutionES(SearchAlgorithm):
         seconds_prompts = time.perf_counter() - started
         self._distribution = new_dist
 
-        status: dict[str, Any] = {}
         if self.eval_every and self.eval_tasks and gen % self.eval_every == 0:
-            status["centre_eval"] = self.evaluate_centre()
+            status["centre_eval"] = self.evaluate_centre(generation=gen)
             bytes_exchanged += int(problem.last_bytes_exchanged)
         if step.empty_reason is not None:
             status["update_empty_reason"] = step.empty_reason
@@ -229,15 +242,18 @@ class CoEvolutionES(SearchAlgorithm):
     # ------------------------------------------------------------------------------------------ centre
 
     def evaluate_centre(self, task_ids: Sequence[TaskId] | None = None,
-                        prompt_ids: Sequence[int] | None = None) -> dict[str, Any]:
+                        prompt_ids: Sequence[int] | None = None, *,
+                        generation: int | None = None) -> dict[str, Any]:
         """Success of the centre (sigma 0) with the most probable prompts (or ``prompt_ids``) on held-out
-        tasks: ``{"split", "success_rate", "n_tasks", "reward_mean", "rewards"}``."""
+        tasks: ``{"split", "success_rate", "n_tasks", "reward_mean", "rewards"}``, plus ``"generation"``
+        when given (the generation whose centre this is: 0 for the start)."""
         tasks = tuple(task_ids) if task_ids is not None else self.eval_tasks
         if not tasks:
             raise ConfigError("eval: no held-out tasks to evaluate the centre on")
         ids = tuple(prompt_ids) if prompt_ids is not None else self._distribution.most_probable_prompt_ids()
         rewards = self._search_problem.evaluate_centre(tasks, ids, env_seed=self.eval_env_seed)
         values = [float(rewards[t]) for t in tasks]
-        return {"split": self.eval_split, "success_rate": sum(v >= 1.0 for v in values) / len(values),
-                "n_tasks": len(values), "reward_mean": sum(values) / len(values),
-                "rewards": {str(t): v for t, v in zip(tasks, values, strict=True)}}
+        out = {"split": self.eval_split, "success_rate": sum(v >= 1.0 for v in values) / len(values),
+               "n_tasks": len(values), "reward_mean": sum(values) / len(values),
+               "rewards": {str(t): v for t, v in zip(tasks, values, strict=True)}}
+        return out if generation is None else {**out, "generation": int(generation)}

@@ -20,6 +20,11 @@ the first worker shares (it writes the weight snapshots).
 (:func:`cotrain.config.resolve_settings`), and recorded in ``run.json`` (``"resolved"``, with the reasons); a
 resumed run uses the recorded ones, so its weights (and checksums) stay in the dtype the run started with.
 Each generation's metrics carry ``seconds_generation``, the wall time of the searcher's step.
+
+Start vs centre: a run that evaluates its centre (``eval.every > 0``) with ``eval.at_start`` (default) also
+scores the start, before generation 1, on the same held-out tasks with the same env seed; it is generation 1's
+``start_eval`` in ``metrics.jsonl``, so a resumed run never redoes it. :class:`TrainResult` carries it beside
+the latest ``centre_eval`` (:func:`held_out_evals`), for the CLI's last line.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
-from cotrain.checkpoint import RunDir, load_pools
+from cotrain.checkpoint import RunDir, initial_distribution, load_pools
 from cotrain.config import TrainConfig, WorkersConfig, resolve_settings
 from cotrain.errors import ConfigError
 from cotrain.prompt_evolution import ModelTextWriter, PromptEvolver, ReplicaTrajectories
@@ -103,6 +108,10 @@ class TrainResult:
     """The last generation's status (``None`` if no generation ran in this session)."""
     seconds: float
     """Wall time of the session."""
+    start_eval: dict[str, Any] | None = None
+    """The start's held-out evaluation (generation 1's ``start_eval``), when the run made one."""
+    centre_eval: dict[str, Any] | None = None
+    """The latest held-out evaluation of the centre (``centre_eval`` with its ``generation``), if any."""
 
 
 # ------------------------------------------------------------------------------------------ building a run
@@ -199,6 +208,7 @@ def train(cfg: TrainConfig, run_dir: str | Path, *, progress: ProgressFactory | 
     that fails before its first generation is logged removes what it wrote: a failed ``train`` never leaves a
     directory that ``train`` refuses and ``resume`` cannot use."""
     pools = load_pools(cfg.prompts.pools)
+    initial_distribution(cfg, pools)  # the prompt prior's baseline genome exists in the pools
     tasks = resolve_tasks(cfg)  # before the directory exists: a bad template leaves nothing behind
     check_models(cfg)
     settings = resolve_settings(cfg)  # after check_models: the device exists
@@ -242,7 +252,8 @@ def run_generations(run: RunDir, *, progress: ProgressFactory | None = None,
     cfg = run.config
     total = cfg.es.generations
     if run.generation >= total and run.finished:
-        return TrainResult(run.path, run.generation, True, _final_checksum(run), None, 0.0)
+        return TrainResult(run.path, run.generation, True, _final_checksum(run), None, 0.0,
+                           *held_out_evals(run.metrics()))
     if run.resolved is None:  # a run from before the settings were recorded: their values are concrete
         run.record_resolved(resolve_settings(cfg))
         cfg = run.config
@@ -256,7 +267,8 @@ def run_generations(run: RunDir, *, progress: ProgressFactory | None = None,
         problem, state.distribution, popsize=cfg.es.population, train_tasks=train_tasks,
         tasks_per_generation=cfg.env.tasks_per_generation, seed=cfg.es.seed, shaping=cfg.es.shaping,
         prompt_evolver=evolver, eval_tasks=eval_tasks, eval_split=cfg.eval.split, eval_every=cfg.eval.every,
-        eval_env_seed=cfg.eval.env_seed, start_generation=state.generation)
+        eval_env_seed=cfg.eval.env_seed, eval_at_start=cfg.eval.at_start and cfg.eval.every > 0,
+        start_generation=state.generation)
     logger: RunProgress = progress(cfg, searcher) if progress is not None else _NoProgress()
     rollouts = cfg.es.population * cfg.env.tasks_per_generation
     searcher.before_step_hook.append(lambda: logger.on_generation_start(searcher.step_count + 1, rollouts))
@@ -287,7 +299,21 @@ def run_generations(run: RunDir, *, progress: ProgressFactory | None = None,
             trajectories.close()
         problem.close()
     return TrainResult(run.path, run.generation, run.finished, _final_checksum(run), status,
-                       time.perf_counter() - started)
+                       time.perf_counter() - started, *held_out_evals(run.metrics()))
+
+
+def held_out_evals(metrics: Sequence[dict[str, Any]]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """``(start, centre)`` from a run's metrics rows: the ``start_eval`` (generation 1's) and the latest
+    ``centre_eval``, each with its ``generation`` (a centre evaluation logged before evaluations carried one
+    gets its row's ``iter``); ``None`` for what the run did not evaluate."""
+    start: dict[str, Any] | None = None
+    centre: dict[str, Any] | None = None
+    for row in metrics:
+        if isinstance(row.get("start_eval"), dict):
+            start = {"generation": 0, **row["start_eval"]}
+        if isinstance(row.get("centre_eval"), dict):
+            centre = {"generation": row.get("iter"), **row["centre_eval"]}
+    return start, centre
 
 
 def snapshot(run: RunDir, problem: AgentProblem, generation: int) -> Path:

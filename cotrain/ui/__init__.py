@@ -10,16 +10,18 @@ from typing import TYPE_CHECKING, Any
 
 from cotrain.ui.plot import plot_learning_curve
 from cotrain.ui.render import render_dashboard
-from cotrain.ui.state import DashboardState, GenerationRecord, WorkerHealth
+from cotrain.ui.state import DashboardState, EvalSummary, GenerationRecord, WorkerHealth, format_held_out
 
 if TYPE_CHECKING:
     from cotrain.ui.logger import RichDashboardLogger, format_status_line
 
 __all__ = [
     "DashboardState",
+    "EvalSummary",
     "GenerationRecord",
     "RichDashboardLogger",
     "WorkerHealth",
+    "format_held_out",
     "format_status_line",
     "plot_learning_curve",
     "render_dashboard",

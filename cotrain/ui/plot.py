@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from cotrain.errors import MetricsError
-from cotrain.ui.state import DashboardState, GenerationRecord
+from cotrain.ui.state import DashboardState, GenerationRecord, format_held_out
 
 
 def load_metrics(source: str | Path | Sequence[Mapping[str, Any]]) -> list[GenerationRecord]:
@@ -31,8 +31,9 @@ def load_metrics(source: str | Path | Sequence[Mapping[str, Any]]) -> list[Gener
 def plot_learning_curve(
     source: str | Path | Sequence[Mapping[str, Any]], out_png: str | Path, title: str | None = None
 ) -> Path:
-    """Write a PNG of reward mean/max, success rate and held-out centre eval per generation, sigma on
-    a twin axis; returns the path written."""
+    """Write a PNG of reward mean/max, success rate and held-out centre eval per generation (with the start,
+    when the run scored it, at generation 0 on the same tasks: the title says "start k/n -> centre m/n"),
+    sigma on a twin axis; returns the path written."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
@@ -50,19 +51,28 @@ def plot_learning_curve(
         ("success rate", [r.success_rate for r in records], {"color": "tab:purple", "lw": 1.5}),
     ]
     centre = [r.centre_success for r in records]
+    start = next((r.start_eval for r in records if r.start_eval is not None), None)
+    if start is not None:  # the held-out line starts at the start, generation 0
+        gens, centre = [0, *gens], [start.success_rate, *centre]
+        series = [(label, [None, *values], style) for label, values, style in series]
     if any(v is not None for v in centre):
-        split = next((r.centre_split for r in reversed(records) if r.centre_split), "held-out")
+        split = next((r.centre_split for r in reversed(records) if r.centre_split), None)
+        split = split or (start.split if start is not None else "held-out")
         series.append((f"centre success ({split})", centre, {"color": "tab:orange", "marker": "o", "ms": 4}))
     for label, values, style in series:
         points = [(g, v) for g, v in zip(gens, values, strict=True) if v is not None]
         if points:
             ax.plot(*zip(*points, strict=True), label=label, **style)
+    if start is not None:
+        ax.plot([0], [start.success_rate], ls="none", marker="D", ms=7, color="tab:red",
+                label=f"start ({start.split}, gen 0)")
+        ax.axhline(start.success_rate, color="tab:red", ls=":", lw=1, alpha=0.6)
     ax.set_xlabel("generation")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("reward / success")
     ax.grid(alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
-    sigmas = [(g, r.sigma) for g, r in zip(gens, records, strict=True) if r.sigma is not None]
+    sigmas = [(r.gen, r.sigma) for r in records if r.sigma is not None]
     if sigmas:
         twin = ax.twinx()
         twin.plot(*zip(*sigmas, strict=True), color="tab:blue", ls=":", label="sigma")
@@ -72,7 +82,10 @@ def plot_learning_curve(
         handles, labels = handles + more_handles, labels + more_labels
     if handles:
         ax.legend(handles, labels, loc="best", fontsize="small", framealpha=0.8)
-    ax.set_title(title or "learning curve")
+    latest = next((r.centre_eval for r in reversed(records) if r.centre_eval is not None), None)
+    held_out = format_held_out(start, latest)
+    heading = title or "learning curve"
+    ax.set_title(f"{heading}\n{held_out}" if held_out else heading, fontsize="medium")
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, format="png")

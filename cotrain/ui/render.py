@@ -204,7 +204,10 @@ def _rewards(state: DashboardState, width: int) -> Panel:
         )
     span = f"gens {hist[0].gen}–{hist[-1].gen}" if len(hist) > 1 else f"gen {hist[0].gen}"
     grid.add_row("", "", Text(span, style="dim"), "")
-    return _section("Reward per generation", grid, width)
+    held_out = state.held_out
+    if held_out is None:
+        return _section("Reward per generation", grid, width)
+    return _section("Reward per generation", Group(grid, Text(held_out, style="bold yellow")), width)
 
 
 def _stretch(values: Sequence[float | None], times: int) -> list[float | None]:

@@ -15,6 +15,59 @@ from typing import Any
 WorkerId = int | str
 
 
+@dataclass(frozen=True)
+class EvalSummary:
+    """One held-out evaluation (a status's ``centre_eval`` or ``start_eval``) as the UI shows it."""
+
+    split: str
+    """The held-out split."""
+    success_rate: float
+    """Fraction of the tasks solved."""
+    n_tasks: int
+    """Tasks evaluated."""
+    generation: int | None = None
+    """The generation whose centre was scored (0: the start), when known."""
+
+    @property
+    def solved(self) -> int:
+        """Tasks solved."""
+        return round(self.success_rate * self.n_tasks)
+
+    @property
+    def fraction(self) -> str:
+        """``"3/12"``."""
+        return f"{self.solved}/{self.n_tasks}"
+
+    @classmethod
+    def from_status(cls, value: Any, generation: int | None = None) -> EvalSummary | None:
+        """From a ``centre_eval``/``start_eval`` dict (``generation`` when the dict carries none); ``None``
+        when it is absent or lacks ``success_rate``/``n_tasks``."""
+        if not isinstance(value, Mapping):
+            return None
+        rate, n = _scalar(value.get("success_rate")), _scalar(value.get("n_tasks"))
+        if rate is None or n is None or n < 1:
+            return None
+        gen = _scalar(value.get("generation"))
+        return cls(str(value.get("split", "held-out")), rate, int(n),
+                   int(gen) if gen is not None else generation)
+
+
+def format_held_out(start: EvalSummary | None, centre: EvalSummary | None, *,
+                    generation: bool = True) -> str | None:
+    """``"held-out success (test): start 3/12 -> centre 7/12 (gen 10)"`` (the centre's generation left out
+    with ``generation=False``), or the part that exists; ``None`` when neither does."""
+    shown = centre if centre is not None else start
+    if shown is None:
+        return None
+    parts = []
+    if start is not None:
+        parts.append(f"start {start.fraction}")
+    if centre is not None:
+        at = f" (gen {centre.generation})" if generation and centre.generation is not None else ""
+        parts.append(f"centre {centre.fraction}{at}")
+    return f"held-out success ({shown.split}): " + " -> ".join(parts)
+
+
 @dataclass
 class GenerationRecord:
     """Scalars of one finished generation (``None`` where the status lacked the key)."""
@@ -32,6 +85,8 @@ class GenerationRecord:
     seconds_update: float | None = None
     bytes_exchanged: int | None = None
     ended_at: float | None = None
+    centre_eval: EvalSummary | None = None
+    start_eval: EvalSummary | None = None
 
 
 @dataclass
@@ -89,6 +144,8 @@ class DashboardState:
     prompt_probs: dict[str, list[float]] = field(default_factory=dict)
     best_prompt: dict[str, str] = field(default_factory=dict)
     per_task_success: dict[str, float] = field(default_factory=dict)
+    start_eval: EvalSummary | None = None
+    """The start's held-out evaluation, once a status carried it."""
 
     # -- events -------------------------------------------------------------------------------------
 
@@ -153,7 +210,11 @@ class DashboardState:
             seconds_update=_first(status, "seconds_update"),
             bytes_exchanged=int(bytes_exchanged) if bytes_exchanged is not None else None,
             ended_at=self.now,
+            centre_eval=EvalSummary.from_status(centre, gen),
+            start_eval=EvalSummary.from_status(status.get("start_eval"), 0),
         )
+        if record.start_eval is not None:
+            self.start_eval = record.start_eval
         if self.history and self.history[-1].gen == gen:
             self.history[-1] = record
         else:
@@ -232,6 +293,17 @@ class DashboardState:
     def elapsed(self) -> float:
         """Seconds since the run started, by the injected clock."""
         return max(0.0, self.now - self.started_at)
+
+    @property
+    def latest_centre_eval(self) -> EvalSummary | None:
+        """The latest held-out evaluation of the centre."""
+        return next((r.centre_eval for r in reversed(self.history) if r.centre_eval is not None), None)
+
+    @property
+    def held_out(self) -> str | None:
+        """The start beside the latest centre on the held-out tasks (:func:`format_held_out`, without the
+        centre's generation: the dashboard's centre sparkline shows when it was scored)."""
+        return format_held_out(self.start_eval, self.latest_centre_eval, generation=False)
 
     @property
     def generations_done(self) -> int:

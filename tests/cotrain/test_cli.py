@@ -31,11 +31,26 @@ def test_cli_train_eval_export_resume_in_process(tmp_path: Path, toy_overrides: 
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     run_dir = tmp_path / "run"
     sets = [arg for item in toy_overrides for arg in ("--set", item)]
-    args = ["train", "--config", SMOKE, "--run-dir", str(run_dir), *sets, "--set", "es.generations=1"]
+    args = ["train", "--config", SMOKE, "--run-dir", str(run_dir), *sets, "--set", "es.generations=1",
+            "--set", "eval.every=1", "--set", "eval.n_tasks=1"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "gen 1/1" in out and "run finished after 1 generation(s)" in out
     assert RunDir.open(run_dir).finished and (run_dir / "learning_curve.png").is_file()
+    # the start, scored before generation 1 on the centre's held-out task and env seed, beside the centre
+    (metrics,) = RunDir.open(run_dir).metrics()
+    start, centre = metrics["start_eval"], metrics["centre_eval"]
+    assert (start["generation"], centre["generation"]) == (0, 1) and start["rewards"].keys() == {"4"}
+    held_out = (f"held-out success (test): start {round(start['success_rate'])}/1 -> centre "
+                f"{round(centre['success_rate'])}/1 (gen 1)")
+    assert out.splitlines()[-1] == held_out
+    # ... drawing nothing from the training streams: the same rows and rewards as a run without it
+    assert main([*args[:4], str(tmp_path / "no-start"), *args[5:], "--set", "eval.at_start=false"]) == 0
+    assert "start" not in capsys.readouterr().out.splitlines()[-1]
+    keys = ("rows", "rewards", "update", "env_seed")
+    trained = [[{k: r[k] for k in keys} for r in RunDir.open(d).records()]
+               for d in (run_dir, tmp_path / "no-start")]
+    assert trained[0] == trained[1] and len(trained[0]) == 1
 
     assert main(["eval", "--run-dir", str(run_dir), "--split", "test", "--n-tasks", "1", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -50,7 +65,8 @@ def test_cli_train_eval_export_resume_in_process(tmp_path: Path, toy_overrides: 
     assert "centre" in capsys.readouterr().out
 
     assert main(["resume", "--run-dir", str(run_dir)]) == 0  # already finished: nothing to do
-    assert "run finished after 1 generation(s)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "run finished after 1 generation(s)" in out and out.splitlines()[-1] == held_out
 
 
 def test_the_library_prints_nothing_and_tells_the_progress_it_is_given(

@@ -85,13 +85,14 @@ class FakeAgentProblem(Problem):
 
 
 def make_searcher(pools: PromptPools, *, eval_every: int = 0,
-                  problem_cls: type[FakeAgentProblem] = FakeAgentProblem,
+                  problem_cls: type[FakeAgentProblem] = FakeAgentProblem, eval_at_start: bool = False,
                   **config: Any) -> tuple[CoEvolutionES, Any]:
     problem = problem_cls(pools)
     dist = CoEvolutionDistribution.create(list(pools.sizes().values()), base_seed=7,
                                           config=CoEvolutionConfig(**{"total_generations": 5, **config}))
     searcher = CoEvolutionES(problem, dist, popsize=6, train_tasks=[0, 1, 2, 3, 4], tasks_per_generation=3,
-                             seed=11, eval_tasks=[10, 11], eval_split="test", eval_every=eval_every)
+                             seed=11, eval_tasks=[10, 11], eval_split="test", eval_every=eval_every,
+                             eval_at_start=eval_at_start)
     return searcher, problem
 
 
@@ -235,6 +236,38 @@ def test_resumed_searcher_continues_the_generation_count(pools: PromptPools) -> 
     with pytest.raises(DistributionError, match="generation"):
         CoEvolutionES(problem, searcher.distribution, popsize=6, train_tasks=[0, 1, 2],
                       tasks_per_generation=1, seed=0, start_generation=0)
+
+
+def test_the_start_is_scored_once_before_generation_1_without_touching_training(pools: PromptPools) -> None:
+    """``eval_at_start``: generation 1 scores the generation-0 centre (sigma 0, the initial most probable
+    genome) on the held-out tasks before it samples; the rows, rewards and updates are those of a run without
+    it (no training random stream drawn), and a resumed searcher never scores the start again."""
+    plain, plain_problem = make_searcher(pools, eval_every=2)
+    start_dist = plain.distribution
+    plain.run(2)
+    searcher, problem = make_searcher(pools, eval_every=2, eval_at_start=True)
+    seen: list[dict[str, Any]] = []
+    searcher.log_hook.append(seen.append)
+    searcher.run(2)
+    assert [torch.equal(a, b) for a, b in zip(problem.evaluated, plain_problem.evaluated, strict=True)] == [
+        True, True]
+    assert problem.updates == plain_problem.updates
+    assert searcher.distribution.to_dict() == plain.distribution.to_dict()
+    start_ids = start_dist.most_probable_prompt_ids()
+    assert problem.centre_calls == [((10, 11), start_ids), *plain_problem.centre_calls]
+    start = seen[0]["start_eval"]
+    assert start["generation"] == 0 and start["split"] == "test" and start["n_tasks"] == 2
+    assert "start_eval" not in seen[1] and seen[1]["centre_eval"]["generation"] == 2
+    assert seen[0]["bytes_exchanged"] == 2 * problem.last_bytes_exchanged  # the start's transfer counted
+    check_contract(seen[0], pools)
+    resumed = CoEvolutionES(problem, searcher.distribution, popsize=6, train_tasks=[0, 1, 2, 3, 4],
+                            tasks_per_generation=3, seed=11, eval_tasks=[10, 11], eval_every=2,
+                            eval_at_start=True, start_generation=2)
+    resumed.step()
+    assert "start_eval" not in resumed.status and len(problem.centre_calls) == 2
+    with pytest.raises(ConfigError, match="eval.at_start"):
+        CoEvolutionES(problem, searcher.distribution, popsize=6, train_tasks=[0, 1], tasks_per_generation=1,
+                      seed=0, eval_at_start=True, start_generation=2)
 
 
 def test_evotorch_and_dashboard_loggers_attach_to_the_log_hook(pools: PromptPools) -> None:

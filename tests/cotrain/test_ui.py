@@ -25,7 +25,9 @@ from rich.console import Console
 from cotrain.errors import MetricsError
 from cotrain.ui import (
     DashboardState,
+    EvalSummary,
     RichDashboardLogger,
+    format_held_out,
     format_status_line,
     plot_learning_curve,
     render_dashboard,
@@ -98,6 +100,8 @@ def contract_status(gen: int, n_workers: int = 4) -> dict[str, Any]:
     }
     if gen % 4 == 0:
         status["centre_eval"] = {"split": "test", "success_rate": 0.3 + 0.02 * gen, "n_tasks": 40}
+    if gen == 1:
+        status["start_eval"] = {"split": "test", "success_rate": 0.25, "n_tasks": 40, "generation": 0}
     return status
 
 
@@ -204,6 +208,7 @@ def test_render_fits_width(width: int, which: str) -> None:
         assert heading in text
     if which == "full":
         assert "13/20" in text and "0.530" in text and "DISAGREE" in text and "shopping_5" in text
+        assert "held-out success (test): start 10/40 -> centre 22/40" in " ".join(text.split())
     else:
         assert "waiting for the first generation" in text
     assert render_text(state, width, explicit=False) == text  # width=None follows the console
@@ -439,3 +444,35 @@ def test_learning_curve_from_dicts_without_optional_keys(tmp_path: Path) -> None
         plot_learning_curve([], tmp_path / "empty.png")
     with pytest.raises(MetricsError, match="metrics row 2 is list"):
         plot_learning_curve([rows[0], [1]], tmp_path / "bad.png")
+
+
+# -- start vs centre (issue #13 item 6) --------------------------------------------------------------------
+
+
+def test_the_start_and_the_latest_centre_on_the_same_held_out_tasks() -> None:
+    state = DashboardState()
+    assert state.held_out is None
+    state.on_status({"iter": 1, "start_eval": {"split": "test", "success_rate": 0.25, "n_tasks": 12}})
+    assert state.start_eval == EvalSummary("test", 0.25, 12, 0) and state.held_out == (
+        "held-out success (test): start 3/12")
+    state.on_status({"iter": 5, "centre_eval": {"split": "test", "success_rate": 7 / 12, "n_tasks": 12}})
+    state.on_status({"iter": 6})
+    assert state.held_out == "held-out success (test): start 3/12 -> centre 7/12"
+    assert format_held_out(state.start_eval, state.latest_centre_eval) == (
+        "held-out success (test): start 3/12 -> centre 7/12 (gen 5)")
+    assert format_held_out(None, EvalSummary("test_unseen", 0.5, 4, 10)) == (
+        "held-out success (test_unseen): centre 2/4 (gen 10)")
+    assert EvalSummary.from_status({"split": "test", "success_rate": 0.5}) is None  # no task count
+    line = format_status_line(full_state().history[0], 20)
+    assert "start=0.25" in line and "centre" not in line
+
+
+def test_learning_curve_starts_at_the_start(tmp_path: Path) -> None:
+    """With a ``start_eval`` the held-out series begins at generation 0 and the title reads start -> centre;
+    the image differs from the same metrics without it."""
+    rows = [contract_status(g) for g in range(1, 13)]
+    with_start = plot_learning_curve(rows, tmp_path / "with.png", title="demo")
+    without = [{k: v for k, v in row.items() if k != "start_eval"} for row in rows]
+    plain = plot_learning_curve(without, tmp_path / "without.png", title="demo")
+    assert_png(with_start) and assert_png(plain)
+    assert with_start.read_bytes() != plain.read_bytes()
