@@ -4,6 +4,8 @@
     esopt resume --run-dir DIR [--ui auto|on|off]
     esopt eval   --run-dir DIR [--split S] [--n-tasks N] [--export DIR] [--no-baseline]
     esopt export --run-dir DIR --out DIR
+    esopt grid   --config FILE --out DIR [--jobs N] [--settings S ...] [--arms A ...] [--seeds K ...]
+                 [--max-runs N] [--budget-minutes M] [--report-only] [--merge DIR ...] [--results PREFIX]
 
 Errors of configuration, run directories, checkpoints, models and devices (``CotrainError`` and
 ``EsAgentError``) print one line and exit with status 2; an interrupt exits with 130 and leaves the run
@@ -90,7 +92,69 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="write the centre as a Hugging Face model directory + best prompt")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--out", required=True, help="output directory (absent or empty)")
+    _add_grid_parser(sub)
     return parser
+
+
+# --- esopt grid (issue #13 item 5; cotrain.grid) ------------------------------------------------------------
+
+
+def _add_grid_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("grid", help="the learning grid: settings x arms x seeds, resumable, with its report")
+    p.add_argument("--config", required=True, help="grid file (see configs/grid.toml)")
+    p.add_argument("--out", required=True, help="grid directory (runs and result files; reused to resume)")
+    p.add_argument("--jobs", type=int, default=1, help="runs at once, in child processes (one torch thread "
+                   "each)")
+    p.add_argument("--settings", nargs="+", help="only these settings (e.g. embedded_shopping_t1)")
+    p.add_argument("--arms", nargs="+", help="only these arms (start, prompts, weights, both)")
+    p.add_argument("--seeds", nargs="+", type=int, help="only these seeds")
+    p.add_argument("--max-runs", type=int, help="start at most N runs in this invocation")
+    p.add_argument("--budget-minutes", type=float, help="start no run after M minutes (runs in progress "
+                   "finish; continue later with the same command)")
+    p.add_argument("--report-only", action="store_true", help="run nothing; write the report of the "
+                   "results there are")
+    p.add_argument("--merge", nargs="+", default=[], metavar="DIR", help="other grid directories whose "
+                   "results join the report")
+    p.add_argument("--results", help="report prefix (default: grid.results of the grid file)")
+
+
+def _grid(args: argparse.Namespace) -> int:
+    from cotrain.grid import run_grid
+    from cotrain.grid_config import load_grid_config
+    from cotrain.grid_report import write_report
+
+    grid = load_grid_config(args.config)
+    status = 0
+    if not args.report_only:
+        outcome = run_grid(grid, args.out, jobs=args.jobs, settings=args.settings, arms=args.arms,
+                           seeds=args.seeds, max_runs=args.max_runs, budget_minutes=args.budget_minutes)
+        print(f"grid: {len(outcome.finished)} run(s) finished now, {outcome.already} before, "
+              f"{len(outcome.pending)} pending")
+        for key, line in outcome.failed.items():
+            print(f"esopt grid: error: run {key} failed: {line} (see {Path(args.out) / key / 'error.txt'})",
+                  file=sys.stderr)
+        status = EXIT_ERROR if outcome.failed else 0
+    command = _grid_command(args)
+    paths = write_report(grid, [Path(args.out), *map(Path, args.merge)], results=args.results,
+                         command=command)
+    print(f"grid report: {', '.join(str(p) for p in paths)}")
+    return status
+
+
+def _grid_command(args: argparse.Namespace) -> str:
+    """The ``esopt grid`` command line of ``args`` (for the report)."""
+    import shlex
+
+    parts = ["esopt", "grid", "--config", args.config, "--out", args.out, "--jobs", str(args.jobs)]
+    for flag in ("settings", "arms", "seeds", "merge"):
+        if getattr(args, flag):
+            parts += [f"--{flag}", *map(str, getattr(args, flag))]
+    for flag in ("max_runs", "budget_minutes", "results"):
+        if getattr(args, flag) is not None:
+            parts += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    if args.report_only:
+        parts.append("--report-only")
+    return shlex.join(parts)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -192,6 +256,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         report = evaluate_run(args.run_dir, split=args.split, n_tasks=args.n_tasks, export_dir=args.export,
                               baseline=not args.no_baseline)
         print(json.dumps(report, indent=2) if args.json else format_report(report))
+    elif args.command == "grid":
+        return _grid(args)
     elif args.command == "export":
         from cotrain.export import export_run
 

@@ -38,3 +38,13 @@ class MetricsError(CotrainError, ValueError):
 
 class GridStatsError(CotrainError, ValueError):
     """Learning-grid outcomes that cannot be summarised: empty, not finite, or of shapes that do not pair."""
+
+
+class GridConfigError(ConfigError):
+    """A learning-grid file is wrong: an unknown or mistyped key, an arm whose overrides do not make a valid
+    run config, or arms of unequal rollout budgets (names the key or the arms and their numbers)."""
+
+
+class GridError(CotrainError):
+    """A learning-grid directory or result cannot be used: a result file made with other overrides than the
+    grid plans now, a corrupt result, a run that failed (names the file or the run)."""

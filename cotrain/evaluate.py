@@ -14,7 +14,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cotrain.checkpoint import RunDir, RunState, atomic_write_json, read_json
+from cotrain.checkpoint import (
+    RunDir,
+    RunState,
+    atomic_write_json,
+    initial_distribution,
+    load_pools,
+    read_json,
+)
+from cotrain.config import TrainConfig, resolve_settings, with_resolved
 from cotrain.errors import CheckpointError, ConfigError, RunDirError
 from cotrain.export import EXPORT_FORMAT
 from cotrain.integrity import check_safetensors, verify_file_digest
@@ -63,6 +71,27 @@ def evaluate_run(run_dir: str | Path, *, split: str | None = None, n_tasks: int 
     return report
 
 
+def evaluate_start(cfg: TrainConfig, tasks: Sequence[TaskId]) -> dict[str, Any]:
+    """The starting point of every run of ``cfg`` (the base model with the baseline genome
+    ``eval.baseline``, sigma 0) on ``tasks`` with ``eval.env_seed``, without a run directory: what
+    :func:`evaluate_run` reports as ``"baseline"``. ``"auto"`` settings are resolved on this machine."""
+    from es_agent.errors import PromptPoolError
+
+    tasks = check_task_ids(tasks, what="evaluation tasks")
+    check_models(cfg)
+    cfg = with_resolved(cfg, resolve_settings(cfg))
+    pools = load_pools(cfg.prompts.pools)
+    try:
+        genome = pools.baseline(cfg.eval.baseline)
+    except PromptPoolError as exc:
+        raise ConfigError(f"eval.baseline: {exc}") from None
+    ensure_ray(cfg.workers)
+    state = RunState(0, initial_distribution(cfg, pools), pools, None, 0, [], None)
+    scored = _score(cfg, state, tasks, genome.indices)
+    scored.update(source="base model", name=cfg.eval.baseline, genome=genome.ids)
+    return scored
+
+
 def format_report(report: Mapping[str, Any]) -> str:
     """A few plain lines for the terminal."""
     lines = [f"split {report['split']}: {len(report['tasks'])} task(s), env seed {report['env_seed']}"]
@@ -75,11 +104,12 @@ def format_report(report: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _score(run: RunDir, state: RunState, tasks: Sequence[TaskId],
+def _score(run: RunDir | TrainConfig, state: RunState, tasks: Sequence[TaskId],
            prompt_ids: Sequence[int]) -> dict[str, Any]:
-    problem = build_problem(run.config, state, tasks)
+    cfg = run.config if isinstance(run, RunDir) else run
+    problem = build_problem(cfg, state, tasks)
     try:
-        rewards = problem.evaluate_centre(tasks, prompt_ids, env_seed=run.config.eval.env_seed)
+        rewards = problem.evaluate_centre(tasks, prompt_ids, env_seed=cfg.eval.env_seed)
     finally:
         problem.close()
     return summarise_rewards(tasks, rewards)

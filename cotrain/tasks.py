@@ -172,3 +172,25 @@ def run_tasks(run: RunDir) -> RunTasks:
     tasks = resolve_tasks(run.config)
     run.record_tasks(tasks.to_dict())
     return tasks
+
+
+def site_task_ids(env: EnvConfig, split: str, family: str) -> tuple[TaskId, ...]:
+    """Ids (ascending) of the tasks of ``split`` whose ``sites`` are exactly ``(family,)`` (a site family of
+    the learning grid: ``shopping``, ``shopping_admin``, ``reddit``); none, or an env whose tasks name no
+    sites, is a ConfigError."""
+    spec = env.spec_for(split)
+    try:
+        instance = spec.make()
+    except Exception as exc:  # any construction failure is reported as the configuration problem it is
+        raise ConfigError(f"cannot build {spec.env_id!r} with split={split!r}: {type(exc).__name__}: "
+                          f"{exc}") from exc
+    try:
+        tasks = getattr(instance.unwrapped, "tasks", None)
+    finally:
+        instance.close()
+    if tasks is None:
+        raise ConfigError(f"{spec.env_id!r} lists no tasks with sites (no `tasks` attribute)")
+    ids = sorted((t.task_id for t in tasks if tuple(getattr(t, "sites", ())) == (family,)), key=_id_order)
+    if not ids:
+        raise ConfigError(f"split {split!r} of {spec.env_id!r} has no task on site family {family!r}")
+    return tuple(ids)

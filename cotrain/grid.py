@@ -1,0 +1,416 @@
+"""The learning grid runner: every setting x arm x seed of a grid file (:mod:`cotrain.grid_config`) as an
+ordinary ``esopt train`` run directory, its centre scored on the setting's held-out tasks, its outcome written
+to its own result file the moment it finishes.
+
+    esopt grid --config configs/grid.toml --out runs/grid [--jobs 2] [--settings S ...] [--arms A ...]
+               [--seeds K ...] [--max-runs N] [--budget-minutes M] [--report-only] [--merge DIR ...]
+
+Layout of ``--out``::
+
+    <setting>/start/result.json              the base model + baseline genome, scored (no run directory)
+    <setting>/<arm>/seed<k>/run/             the run directory (``esopt resume --run-dir`` continues it)
+    <setting>/<arm>/seed<k>/result.json      the run's outcome (written atomically when it is complete)
+    <setting>/<arm>/seed<k>/grid.lock        held by the job working on it
+    plan.json                                the grid as planned by the last invocation
+
+A run with a result file is never run again; a run directory without one is resumed (an interrupted
+invocation, or a crash, loses at most the generation in progress); a run whose lock another job holds is
+skipped. ``--jobs N`` runs N child processes (one torch thread each) that take the pending runs in plan
+order, each run by exactly one of them (the lock). Another invocation, with other filters, completes the same
+grid; results of several ``--out`` directories merge into one report (:mod:`cotrain.grid_report`).
+
+Scoring: a trained run's centre (its final weights, sigma 0, most probable genome) and the ``start`` arm are
+scored on the same held-out tasks (``test`` and ``test_unseen`` of the tier, restricted to the site family)
+with the same env seed (``eval.env_seed``), per task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cotrain.checkpoint import atomic_write_json, read_json
+from cotrain.errors import GridConfigError, GridError
+from cotrain.grid_config import (
+    HELDOUT_SPLITS,
+    START_ARM,
+    Budget,
+    GridConfig,
+    Setting,
+    SettingTasks,
+    check_budgets,
+    planned_budget,
+    reflection_generations,
+    run_config,
+    run_overrides,
+    setting_tasks,
+)
+
+RESULT_FORMAT = "esopt-grid-result/1"
+"""Tag of a run's ``result.json``."""
+RESULT_FILE = "result.json"
+LOCK_FILE = "grid.lock"
+_CHILD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+@dataclass(frozen=True)
+class GridRun:
+    """One run of the grid: a setting, an arm and a seed (``None`` for ``start``)."""
+
+    setting: Setting
+    """Model x site family x tier."""
+    arm: str
+    """``start`` or a trained arm."""
+    seed: int | None
+    """``es.seed`` (``None``: the ``start`` arm, scored once per setting)."""
+    overrides: tuple[str, ...]
+    """Every ``--set`` override on the base config, in order."""
+    tasks: SettingTasks
+    """The setting's training and held-out tasks."""
+    budget: Budget | None = None
+    """Planned training budget (``None`` for ``start``)."""
+
+    @property
+    def key(self) -> str:
+        """``<setting>/<arm>/seed<k>`` (``<setting>/start``): the run's folder under ``--out``."""
+        tail = "" if self.seed is None else f"/seed{self.seed}"
+        return f"{self.setting.name}/{self.arm}{tail}"
+
+    def folder(self, out: Path) -> Path:
+        """The run's folder."""
+        return out / self.key
+
+    def run_dir(self, out: Path) -> Path:
+        """The run directory (trained arms)."""
+        return self.folder(out) / "run"
+
+    def result_path(self, out: Path) -> Path:
+        """The result file."""
+        return self.folder(out) / RESULT_FILE
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (the plan and the child processes' queue)."""
+        s = self.setting
+        return {"model": s.model, "family": s.family, "tier": s.tier, "arm": self.arm, "seed": self.seed,
+                "overrides": list(self.overrides), "tasks": self.tasks.to_dict(),
+                "budget": self.budget.to_dict() if self.budget else None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GridRun:
+        """Inverse of :meth:`to_dict`."""
+        b = data["budget"]
+        budget = None if b is None else Budget(b["train_episodes"], b["reflection_episodes"],
+                                               b["eval_episodes"], b["max_steps"])
+        tasks = SettingTasks(tuple(data["tasks"]["train"]),
+                             {k: tuple(v) for k, v in data["tasks"]["heldout"].items()})
+        return cls(Setting(data["model"], data["family"], int(data["tier"])), data["arm"], data["seed"],
+                   tuple(data["overrides"]), tasks, budget)
+
+
+def plan_grid(grid: GridConfig, *, settings: Sequence[str] | None = None, arms: Sequence[str] | None = None,
+              seeds: Sequence[int] | None = None) -> list[GridRun]:
+    """Every run of the grid that passes the filters (setting names, arm names, seeds; ``None``: all), in
+    plan order (setting, then ``start``, then seed, then arm). The budgets of every trained arm are checked
+    for every planned setting, whatever the arm and seed filters (GridConfigError when they differ); an
+    unknown name in a filter is a GridConfigError."""
+    names = {s.name: s for s in grid.settings}
+    _check_filter("--settings", settings, names)
+    _check_filter("--arms", arms, grid.arm_names)
+    _check_filter("--seeds", seeds, grid.seeds)
+    runs: list[GridRun] = []
+    for setting in grid.settings:
+        if settings is not None and setting.name not in settings:
+            continue
+        tasks = setting_tasks(grid, setting)
+        budgets: dict[tuple[str, int], Budget] = {}
+        planned: list[GridRun] = []
+        start = run_overrides(grid, setting, tasks, START_ARM, None)
+        env_seed = run_config(grid, start, f"setting {setting.name}, arm {START_ARM}").eval.env_seed
+        planned.append(GridRun(setting, START_ARM, None, start, tasks))
+        for seed in grid.seeds:
+            for arm in grid.arms:
+                overrides = run_overrides(grid, setting, tasks, arm, seed)
+                cfg = run_config(grid, overrides, f"arms.{arm}")
+                if cfg.eval.env_seed != env_seed:
+                    raise GridConfigError(f"arms.{arm}: eval.env_seed {cfg.eval.env_seed} differs from the "
+                                          f"start's {env_seed}: every arm is scored with the same env seed")
+                budgets[arm, seed] = planned_budget(cfg, len(tasks.all_heldout))
+                planned.append(GridRun(setting, arm, seed, overrides, tasks, budgets[arm, seed]))
+        check_budgets(budgets, setting.name)
+        runs += [r for r in planned if (arms is None or r.arm in arms)
+                 and (seeds is None or r.seed is None or r.seed in seeds)]
+    return runs
+
+
+def _check_filter(flag: str, chosen: Sequence[Any] | None, known: Sequence[Any] | dict[str, Any]) -> None:
+    if chosen is None:
+        return
+    unknown = [c for c in chosen if c not in known]
+    if unknown:
+        raise GridConfigError(f"{flag}: unknown {unknown} (known: {', '.join(map(str, known))})")
+
+
+# --------------------------------------------------------------------------------------------- results
+
+
+def read_result(path: Path) -> dict[str, Any] | None:
+    """A run's result (``None`` when absent); a corrupt file is a GridError naming it."""
+    if not path.is_file():
+        return None
+    data = read_json(path, GridError)
+    if not isinstance(data, dict) or data.get("format") != RESULT_FORMAT:
+        raise GridError(f"{path} is not a grid result (format {RESULT_FORMAT!r})")
+    return data
+
+
+def finished_result(run: GridRun, out: Path) -> dict[str, Any] | None:
+    """The run's result when it has one made with the planned overrides; one made with other overrides is a
+    GridError (another grid wrote this directory: use another ``--out``)."""
+    path = run.result_path(out)
+    result = read_result(path)
+    if result is not None and result.get("overrides") != list(run.overrides):
+        raise GridError(f"{path} was made with other overrides than the grid plans now ({run.key}); the grid "
+                        "file changed: use another --out, or remove the result to run it again")
+    return result
+
+
+@contextlib.contextmanager
+def run_lock(folder: Path) -> Iterator[bool]:
+    """Hold ``folder``'s grid lock for the block (non-blocking): yields whether it was taken."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / LOCK_FILE, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def train_command(base: Path, run: GridRun, out: Path) -> str:
+    """The ``esopt train`` command line equivalent to the run."""
+    parts = ["esopt", "train", "--config", str(base), "--run-dir", str(run.run_dir(out))]
+    for item in run.overrides:
+        parts += ["--set", item]
+    return shlex.join(parts)
+
+
+def execute_run(grid_base: Path, run: GridRun, out: Path,
+                log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Train (or resume) one run, score it, write its result file; returns the result. The caller holds
+    the run's lock."""
+    from cotrain.config import load_config
+
+    folder = run.folder(out)
+    tasks = run.tasks
+    heldout = list(tasks.all_heldout)
+    cfg = load_config(grid_base, run.overrides)
+    started = time.perf_counter()
+    result: dict[str, Any] = {
+        "format": RESULT_FORMAT, "key": run.key, "setting": run.setting.name, "model": run.setting.model,
+        "family": run.setting.family, "tier": run.setting.tier, "arm": run.arm, "seed": run.seed,
+        "overrides": list(run.overrides), "base_config": str(grid_base), "env_seed": cfg.eval.env_seed,
+        "tasks": {split: list(tasks.heldout[split]) for split in HELDOUT_SPLITS},
+        "train_tasks": list(tasks.train)}
+    if run.arm == START_ARM:
+        from cotrain.evaluate import evaluate_start
+
+        log(f"{run.key}: scoring the start on {len(heldout)} held-out task(s)")
+        scored = evaluate_start(cfg, heldout)
+        result.update(genome=scored.get("genome"), generation=0, curve=[], budget_planned=None,
+                      budget_actual=None, seconds_train=0.0)
+    else:
+        from cotrain.evaluate import evaluate_run
+
+        seconds_train = _train_or_resume(cfg, run, out, log)
+        log(f"{run.key}: scoring the centre on {len(heldout)} held-out task(s)")
+        report = evaluate_run(run.run_dir(out), tasks=heldout, split="heldout", baseline=False, write=False)
+        scored = report["centre"]
+        result.update(genome=scored.get("genome"), generation=scored.get("generation"),
+                      run_dir=str(run.run_dir(out).relative_to(out)),
+                      command=train_command(grid_base, run, out),
+                      curve=training_curve(run.run_dir(out)),
+                      budget_planned=run.budget.to_dict() if run.budget else None,
+                      budget_actual=actual_budget(run.run_dir(out)), seconds_train=seconds_train)
+    rewards = {str(t): float(v) for t, v in scored["rewards"].items()}
+    result["rewards"] = rewards
+    result["success"] = {split: _success(rewards, tasks.heldout[split]) for split in HELDOUT_SPLITS}
+    result["success"]["heldout"] = _success(rewards, heldout)
+    result["seconds"] = time.perf_counter() - started
+    result["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    atomic_write_json(folder / RESULT_FILE, result)
+    log(f"{run.key}: held-out success {result['success']['heldout']:.3f} "
+        f"(test {result['success']['test']:.3f}, test_unseen {result['success']['test_unseen']:.3f})")
+    return result
+
+
+def _success(rewards: dict[str, float], tasks: Sequence[int | str]) -> float:
+    values = [rewards[str(t)] >= 1.0 for t in tasks]
+    return sum(values) / len(values) if values else 0.0
+
+
+def _train_or_resume(cfg: Any, run: GridRun, out: Path, log: Callable[[str], None]) -> float:
+    """Train a new run directory, or resume an unfinished one (after checking it holds the planned config);
+    seconds spent."""
+    from cotrain.trainer import resume, train
+
+    run_dir = run.run_dir(out)
+    started = time.perf_counter()
+    if (run_dir / "run.json").is_file():
+        recorded = read_json(run_dir / "config.json", GridError)
+        if recorded != json.loads(json.dumps(cfg.to_dict())):
+            raise GridError(f"{run_dir}: its config.json is not the config the grid plans for {run.key} "
+                            "(the grid file changed); use another --out or remove the run directory")
+        log(f"{run.key}: resuming {run_dir}")
+        result = resume(run_dir, ui="off")
+    else:
+        log(f"{run.key}: training {run_dir}")
+        result = train(cfg, run_dir)
+    if not result.finished:
+        raise GridError(f"{run_dir}: the run stopped after {result.generation} generation(s) unfinished")
+    return time.perf_counter() - started
+
+
+def training_curve(run_dir: Path) -> list[float]:
+    """Population training success per generation (``metrics.jsonl``)."""
+    from cotrain.checkpoint import RunDir
+
+    return [float(m["success_rate"]) for m in RunDir.open(run_dir).metrics()]
+
+
+def actual_budget(run_dir: Path) -> dict[str, Any]:
+    """The episodes a finished run used, read from its metrics: rollouts of every generation, the centre
+    episodes of its reflective mutations (one per task the generation's evolver reflected on: the tasks some
+    candidate failed, at most ``prompts.reflect_tasks``, in the generations its seeded draw chose) and centre
+    evaluations. ``steps`` is the env steps when the metrics count them (``env_steps``), else ``None``."""
+    from cotrain.checkpoint import RunDir
+    from cotrain.prompt_evolution import FailureReport
+
+    run = RunDir.open(run_dir)
+    cfg, metrics = run.config, run.metrics()
+    chosen = set(reflection_generations(cfg))
+    train = sum(int(m.get("rollouts_done", 0)) for m in metrics)
+    reflect = sum(len(FailureReport(int(m["iter"]), dict(m.get("per_task_success", {})))
+                      .hardest(cfg.prompts.reflect_tasks)) for m in metrics if m["iter"] in chosen)
+    evals = sum(int(m["centre_eval"].get("n_tasks", 0)) for m in metrics if isinstance(m.get("centre_eval"),
+                                                                                          dict))
+    steps = [m.get("env_steps") for m in metrics]
+    counted = all(isinstance(s, int) for s in steps) and bool(steps)
+    return {"episodes": train + reflect + evals, "train_episodes": train, "reflection_episodes": reflect,
+            "eval_episodes": evals, "steps": sum(int(s) for s in steps if isinstance(s, int)) if counted
+            else None, "generations": len(metrics)}
+
+
+# --------------------------------------------------------------------------------------------- scheduling
+
+
+@dataclass
+class GridOutcome:
+    """What an invocation of the runner did."""
+
+    planned: int
+    """Runs in the (filtered) plan."""
+    already: int
+    """Runs that had a result before this invocation."""
+    finished: list[str] = field(default_factory=list)
+    """Runs that finished in this invocation (keys)."""
+    pending: list[str] = field(default_factory=list)
+    """Runs still without a result (keys)."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Runs whose job failed in this invocation: key -> the error's last line."""
+
+
+def run_grid(grid: GridConfig, out: str | Path, *, jobs: int = 1, settings: Sequence[str] | None = None,
+             arms: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
+             max_runs: int | None = None, budget_minutes: float | None = None,
+             log: Callable[[str], None] = print) -> GridOutcome:
+    """Run the pending runs of the (filtered) grid in ``jobs`` child processes; ``max_runs`` starts at most
+    that many, ``budget_minutes`` starts none after that many minutes (runs in progress finish)."""
+    if jobs < 1:
+        raise GridConfigError(f"--jobs: must be >= 1, got {jobs}")
+    out = Path(out)
+    plan = plan_grid(grid, settings=settings, arms=arms, seeds=seeds)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "plan.json", {"grid": str(grid.path), "base": str(grid.base),
+                                          "runs": [r.to_dict() for r in plan]})
+    todo = [r for r in plan if finished_result(r, out) is None]
+    already = len(plan) - len(todo)
+    if max_runs is not None:
+        todo = todo[:max_runs]
+    log(f"grid: {len(plan)} run(s) planned, {already} already finished, {len(todo)} to run with "
+        f"{jobs} job(s)")
+    outcome = GridOutcome(len(plan), already)
+    if todo:
+        deadline = time.time() + budget_minutes * 60 if budget_minutes is not None else None
+        queue = out / ".queues" / f"{os.getpid()}-{time.time_ns()}.json"
+        queue.parent.mkdir(exist_ok=True)
+        atomic_write_json(queue, {"base": str(grid.base), "out": str(out.resolve()), "deadline": deadline,
+                                  "runs": [r.to_dict() for r in todo]})
+        try:
+            command = [sys.executable, "-m", "cotrain.grid", str(queue)]
+            children = [subprocess.Popen(command, env={**os.environ, **_CHILD_ENV})
+                        for _ in range(min(jobs, len(todo)))]
+            for child in children:
+                child.wait()
+        finally:
+            queue.unlink(missing_ok=True)
+        for r in todo:
+            failure = r.folder(out) / "error.txt"
+            if finished_result(r, out) is not None:
+                outcome.finished.append(r.key)
+            elif failure.is_file():
+                outcome.failed[r.key] = failure.read_text().strip().splitlines()[-1:][0]
+    outcome.pending = [r.key for r in plan if finished_result(r, out) is None]
+    return outcome
+
+
+def work_queue(queue: Path) -> int:
+    """A child job: run the queue's runs in order, each one whose lock it takes and that has no result;
+    returns 1 when one of its runs failed (its error is in the run's ``error.txt``), else 0."""
+    import torch
+
+    torch.set_num_threads(1)
+    spec = read_json(queue, GridError)
+    out, base, deadline = Path(spec["out"]), Path(spec["base"]), spec["deadline"]
+    status = 0
+    for data in spec["runs"]:
+        if deadline is not None and time.time() > deadline:
+            print(f"grid job {os.getpid()}: the time budget is spent; stopping", flush=True)
+            break
+        run = GridRun.from_dict(data)
+        with run_lock(run.folder(out)) as mine:
+            if not mine or finished_result(run, out) is not None:
+                continue
+            error = run.folder(out) / "error.txt"
+            error.unlink(missing_ok=True)
+            try:
+                execute_run(base, run, out, log=lambda line: print(line, flush=True))
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # recorded for the parent and the next invocation; the job goes on
+                import traceback
+
+                error.write_text(traceback.format_exc() + f"\n{type(exc).__name__}: {exc}\n")
+                print(f"{run.key}: FAILED: {type(exc).__name__}: {exc}", flush=True)
+                status = 1
+    return status
+
+
+if __name__ == "__main__":
+    try:
+        raise SystemExit(work_queue(Path(sys.argv[1])))
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
