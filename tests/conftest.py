@@ -41,19 +41,21 @@ XDIST_RAY_GROUP = "ray"
 """The tests that start Ray (marked ``ray``: the file :data:`XDIST_RAY_FILES` and ``test_ray_*`` anywhere):
 one local Ray cluster at a time (each starts its own worker processes on the 2 cores)."""
 XDIST_RAY_FILES = ("tests/cotrain/test_ray_runs.py",)
-XDIST_SPLIT_FILES = ("tests/webarena_gym/embedded/test_replay.py",)
-"""Files grouped by their test's parameter id (the split) instead: the replay of every reference solution is
-the longest file of the suite; per split, its two tests (fill, then keys reusing the fill outcomes) stay
-together."""
+XDIST_SPLIT_FILES = ("tests/webarena_gym/embedded/test_replay.py", "tests/test_benchmarks.py")
+"""Files grouped by their test's parameter id instead: the replay of every reference solution is the longest
+file of the suite (per split, its two tests -- fill, then keys reusing the fill outcomes -- stay together),
+and the quick benchmark run comes in parts (the Ray benchmarks together)."""
 XDIST_FIRST = (
+    "tests/test_benchmarks.py",
     "tests/webarena_gym/embedded/test_replay.py",
     "tests/es_agent/test_embedded_qwen.py",
     XDIST_RAY_GROUP,
     "tests/cotrain/test_cli.py",
 )
 """Groups handed out first (longest first: a long group handed out last would run alone at the end): the
-reference replays, the embedded Qwen (its one-time conversion on a clean machine, then real forwards), the
-Ray runs and the CLI's subprocess runs. A plain ``pytest`` (no workers) keeps the usual order."""
+quick benchmark run (its Ray part is the longest group), the reference replays, the embedded Qwen (its
+one-time conversion on a clean machine, then real forwards), the Ray runs and the CLI's subprocess runs. A
+plain ``pytest`` (no workers) keeps the usual order."""
 
 
 def xdist_group_of(nodeid: str) -> str:
