@@ -34,9 +34,12 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from benchmarks.common import REPO_ROOT, Figure, print_figures, rnd, torch_threads
+
+if TYPE_CHECKING:  # pragma: no cover
+    from webarena_gym.env import WebArenaLiteEnv
 
 CACHE_DIR = Path.home() / ".cache" / "agentic-esopt" / "agreement"
 """Where recorded reference trajectories and per-step scores are cached."""
@@ -73,12 +76,12 @@ def record(split: str, task_ids: Sequence[int] | None = None, cache_dir: Path = 
     if path.exists():
         return load_trajectories(path)
 
-
     env = RecordObservations(gym.make(webarena_gym.ENV_ID, split=split,
-                            tasks=None if task_ids is None else list(task_ids)))
+                                      tasks=None if task_ids is None else list(task_ids)))
+    inner = cast("WebArenaLiteEnv", env.unwrapped)
     steps: list[ReferenceStep] = []
     try:
-        for task in env.unwrapped.tasks:
+        for task in inner.tasks:
             result = run_reference(env, task)
             if result.reward < 1.0:
                 raise RuntimeError(f"reference solution of task {task.task_id} scored {result.reward}")
@@ -86,7 +89,7 @@ def record(split: str, task_ids: Sequence[int] | None = None, cache_dir: Path = 
                 steps.append(ReferenceStep(task.task_id, split, index, {k: str(obs.get(k) or "")
                                                                         for k in OBS_KEYS},
                                            action, tuple(result.actions[:index]), len(result.actions)))
-        sites = env.unwrapped.sites
+        sites = inner.sites
         urls = {name: getattr(sites, name) for name in ("shopping", "shopping_admin", "reddit", "gitlab",
                                                         "map", "wikipedia", "homepage")}
     finally:
@@ -136,16 +139,15 @@ def _step_key(step: Any) -> str:
                                      sort_keys=True).encode()).hexdigest()[:20]
 
 
-def step_scores(model_name: str, model: Any, tok: Any, genome: str, steps: Sequence[Any], split: str,
-                cache_dir: Path = CACHE_DIR, log: Callable[[str], None] = print,
-                budget_s: float | None = None) -> list[Any]:
-    """Every step's :class:`~es_agent.policy.StepScores` (``None`` for a step left unscored when
-    ``budget_s`` seconds ran out), each appended to
-    ``scores-<model>-<genome>-<split>.jsonl`` in ``cache_dir`` as soon as it is computed and read back from
-    there next time (keyed by the step's task, index, action, history and observation)."""
+def scores_path(model_name: str, genome: str, split: str, cache_dir: Path = CACHE_DIR) -> Path:
+    """The JSONL file of per-step scores of one model x genome x split."""
+    return cache_dir / f"scores-{model_name}-{genome}-{split}.jsonl"
+
+
+def read_scores(path: Path) -> dict[str, Any]:
+    """Step key -> :class:`~es_agent.policy.StepScores` of a per-step score file (empty when absent)."""
     from es_agent.policy import StepScores
 
-    path = cache_dir / f"scores-{model_name}-{genome}-{split}.jsonl"
     cached: dict[str, Any] = {}
     if path.exists():
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -153,6 +155,41 @@ def step_scores(model_name: str, model: Any, tok: Any, genome: str, steps: Seque
                 entry = json.loads(line)
                 key = entry.pop("key")
                 cached[key] = StepScores(**entry)
+    return cached
+
+
+def recorded_path(split: str, cache_dir: Path = CACHE_DIR) -> Path:
+    """Where :func:`record` keeps the recorded reference steps of a whole split."""
+    return cache_dir / f"reference-{split}-{task_file_digest(split)[:16]}.json"
+
+
+def cached_records(model_name: str, genome: str, split: str, variants: Sequence[tuple[str, float]] = VARIANTS,
+                   cache_dir: Path = CACHE_DIR) -> tuple[list[Any], int] | None:
+    """The :class:`~es_agent.agreement.StepRecord` of every step of ``split`` whose scores are cached, and
+    the number of recorded steps, with no model forward and no browser; ``None`` when the split's reference
+    steps were never recorded (:func:`record`)."""
+    from es_agent.agreement import evaluate_step, load_trajectories
+
+    path = recorded_path(split, cache_dir)
+    if not path.exists():
+        return None
+    steps, meta = load_trajectories(path)
+    cached = read_scores(scores_path(model_name, genome, split, cache_dir))
+    check = answer_checker(split, meta)
+    records = [evaluate_step(step, cached[_step_key(step)], check, variants)
+               for step in steps if _step_key(step) in cached]
+    return records, len(steps)
+
+
+def step_scores(model_name: str, model: Any, tok: Any, genome: str, steps: Sequence[Any], split: str,
+                cache_dir: Path = CACHE_DIR, log: Callable[[str], None] = print,
+                budget_s: float | None = None) -> list[Any]:
+    """Every step's :class:`~es_agent.policy.StepScores` (``None`` for a step left unscored when
+    ``budget_s`` seconds ran out), each appended to
+    ``scores-<model>-<genome>-<split>.jsonl`` in ``cache_dir`` as soon as it is computed and read back from
+    there next time (keyed by the step's task, index, action, history and observation)."""
+    path = scores_path(model_name, genome, split, cache_dir)
+    cached = read_scores(path)
     todo = [s for s in steps if _step_key(s) not in cached]
     if todo:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -186,7 +223,7 @@ def load(model_name: str) -> tuple[Any, Any, str]:
     from es_agent.hardware import choose_dtype
     from es_agent.models import load_model
 
-    dtype = choose_dtype("auto").value
+    dtype = str(choose_dtype("auto").value)
     model, tok = load_model(model_name, dtype=getattr(torch, dtype))
     return model, tok, dtype
 
