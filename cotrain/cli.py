@@ -127,7 +127,8 @@ def _grid(args: argparse.Namespace) -> int:
     status = 0
     if not args.report_only:
         outcome = run_grid(grid, args.out, jobs=args.jobs, settings=args.settings, arms=args.arms,
-                           seeds=args.seeds, max_runs=args.max_runs, budget_minutes=args.budget_minutes)
+                           seeds=args.seeds, max_runs=args.max_runs, budget_minutes=args.budget_minutes,
+                           log=lambda line: print(line, flush=True))
         print(f"grid: {len(outcome.finished)} run(s) finished now, {outcome.already} before, "
               f"{len(outcome.pending)} pending")
         for key, line in outcome.failed.items():

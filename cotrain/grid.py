@@ -128,10 +128,11 @@ def plan_grid(grid: GridConfig, *, settings: Sequence[str] | None = None, arms: 
     _check_filter("--arms", arms, grid.arm_names)
     _check_filter("--seeds", seeds, grid.seeds)
     runs: list[GridRun] = []
+    cache: dict[tuple[str, int], Any] = {}
     for setting in grid.settings:
         if settings is not None and setting.name not in settings:
             continue
-        tasks = setting_tasks(grid, setting)
+        tasks = setting_tasks(grid, setting, cache)
         budgets: dict[tuple[str, int], Budget] = {}
         planned: list[GridRun] = []
         start = run_overrides(grid, setting, tasks, START_ARM, None)

@@ -235,18 +235,32 @@ class SettingTasks:
         return {"train": list(self.train), "heldout": {k: list(v) for k, v in self.heldout.items()}}
 
 
-def setting_tasks(grid: GridConfig, setting: Setting) -> SettingTasks:
-    """Resolve a setting's tasks through the env of the base config (its ``env`` table), by site family."""
-    from cotrain.tasks import site_task_ids
+def setting_tasks(grid: GridConfig, setting: Setting,
+                  cache: dict[tuple[str, int], Any] | None = None) -> SettingTasks:
+    """Resolve a setting's tasks through the env of the base config (its ``env`` table with the model's and
+    the grid's overrides), by site family: one env build per model and tier (kept in ``cache``)."""
+    from cotrain.tasks import split_site_tasks
 
-    cfg = _load(grid, [*grid.overrides, f"agent.model={setting.model}", *grid.models[setting.model]],
-                "grid.base")
-    train = site_task_ids(cfg.env, setting.split("train"), setting.family)
-    heldout = {}
-    for split in HELDOUT_SPLITS:
-        ids = site_task_ids(cfg.env, setting.split(split), setting.family)
-        heldout[split] = ids[:grid.heldout_limit] if grid.heldout_limit else ids
-    return SettingTasks(train, heldout)
+    key = (setting.model, setting.tier)
+    if cache is None or key not in cache:
+        cfg = _load(grid, [*grid.overrides, f"agent.model={setting.model}", *grid.models[setting.model],
+                           *grid.tier_overrides.get(setting.tier, ())], "grid.base")
+        table = split_site_tasks(cfg.env, f"tier{setting.tier}")
+        if cache is not None:
+            cache[key] = table
+    else:
+        table = cache[key]
+
+    def ids(which: str) -> tuple[int | str, ...]:
+        found = table.get((setting.split(which), setting.family))
+        if not found:
+            raise GridConfigError(f"grid.families: split {setting.split(which)!r} has no task on site family "
+                                  f"{setting.family!r}")
+        return found
+
+    heldout = {split: ids(split)[:grid.heldout_limit] if grid.heldout_limit else ids(split)
+               for split in HELDOUT_SPLITS}
+    return SettingTasks(ids("train"), heldout)
 
 
 def setting_overrides(setting: Setting, tasks: SettingTasks) -> tuple[str, ...]:

@@ -174,10 +174,12 @@ def run_tasks(run: RunDir) -> RunTasks:
     return tasks
 
 
-def site_task_ids(env: EnvConfig, split: str, family: str) -> tuple[TaskId, ...]:
-    """Ids (ascending) of the tasks of ``split`` whose ``sites`` are exactly ``(family,)`` (a site family of
-    the learning grid: ``shopping``, ``shopping_admin``, ``reddit``); none, or an env whose tasks name no
-    sites, is a ConfigError."""
+def split_site_tasks(env: EnvConfig, split: str) -> dict[tuple[str, str], tuple[TaskId, ...]]:
+    """The tasks of ``split`` (a split or a group of splits, e.g. ``tier1``: its train, test and test_unseen
+    splits), by ``(split of the task, site family)``: ids ascending, for the tasks on exactly one site
+    (``sites == (family,)``; the site families of the learning grid: ``shopping``, ``shopping_admin``,
+    ``reddit``). The env is built once. An env whose tasks carry no ``sites`` and ``extras["split"]`` is a
+    ConfigError."""
     spec = env.spec_for(split)
     try:
         instance = spec.make()
@@ -190,7 +192,12 @@ def site_task_ids(env: EnvConfig, split: str, family: str) -> tuple[TaskId, ...]
         instance.close()
     if tasks is None:
         raise ConfigError(f"{spec.env_id!r} lists no tasks with sites (no `tasks` attribute)")
-    ids = sorted((t.task_id for t in tasks if tuple(getattr(t, "sites", ())) == (family,)), key=_id_order)
-    if not ids:
-        raise ConfigError(f"split {split!r} of {spec.env_id!r} has no task on site family {family!r}")
-    return tuple(ids)
+    table: dict[tuple[str, str], list[TaskId]] = {}
+    for task in tasks:
+        sites = tuple(getattr(task, "sites", ()))
+        split_of = getattr(task, "extras", {}).get("split")
+        if split_of is None:
+            raise ConfigError(f"task {task.task_id!r} of {spec.env_id!r} names no split (extras['split'])")
+        if len(sites) == 1:
+            table.setdefault((str(split_of), sites[0]), []).append(task.task_id)
+    return {key: tuple(sorted(ids, key=_id_order)) for key, ids in table.items()}

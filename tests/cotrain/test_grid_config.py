@@ -1,0 +1,145 @@
+"""The learning grid's configuration (cotrain.grid_config): a malformed grid file is refused naming the key,
+the planned budgets count exactly what a run's config lets it spend, and a grid whose arms' budgets differ is
+refused before anything runs."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cotrain.config import load_config
+from cotrain.errors import ConfigError, GridConfigError
+from cotrain.grid import plan_grid, run_grid, run_lock
+from cotrain.grid_config import (
+    Budget,
+    Setting,
+    check_budgets,
+    grid_config_from_dict,
+    load_grid_config,
+    planned_budget,
+    reflection_generations,
+)
+from cotrain.prompt_evolution import PromptEvolver
+
+REPO = Path(__file__).resolve().parents[2]
+BASE = REPO / "configs" / "grid_train.toml"
+
+
+def grid_dict(**grid: Any) -> dict[str, Any]:
+    """A valid grid file's tables (the shipped base config), with ``grid`` keys replaced."""
+    table = {"base": str(BASE), "seeds": [0, 1], "families": ["shopping"], "tiers": [1], **grid}
+    return {"grid": {k: v for k, v in table.items() if v is not None}, "models": {"tiny:0": []},
+            "arms": {"weights": ["es.evolve_prompts=false"], "both": []}}
+
+
+@pytest.mark.parametrize(("change", "key"), [
+    ({"seeds": []}, "grid.seeds"),
+    ({"seeds": [0, 0]}, "grid.seeds"),
+    ({"seeds": "0"}, "grid.seeds"),
+    ({"tiers": [0]}, "grid.tiers"),
+    ({"families": ["shop"]}, "grid.families"),
+    ({"base": None}, "grid.base"),
+    ({"base": "no-such-file.toml"}, "grid.base"),
+    ({"set": ["es.population"]}, "grid.set"),
+    ({"tier_set": {"4": ["env.max_steps=9"]}}, "grid.tier_set.4"),
+    ({"heldout_limit": -1}, "grid.heldout_limit"),
+    ({"colour": "blue"}, "grid.colour"),
+])
+def test_malformed_grid_file_names_the_key(change: dict[str, Any], key: str, tmp_path: Path) -> None:
+    with pytest.raises(GridConfigError, match=rf"^{key.replace('.', '[.]')}: "):
+        grid_config_from_dict(grid_dict(**change), tmp_path / "grid.toml")
+
+
+def test_malformed_tables_name_the_table(tmp_path: Path) -> None:
+    data = grid_dict()
+    data["arms"]["start"] = []
+    with pytest.raises(GridConfigError, match=r"^arms\.start: "):
+        grid_config_from_dict(data, tmp_path / "grid.toml")
+    data = grid_dict()
+    data["models"] = {}
+    with pytest.raises(GridConfigError, match=r"^models: "):
+        grid_config_from_dict(data, tmp_path / "grid.toml")
+    data = grid_dict()
+    data["arms"]["both"] = "prompts.mutation=true"
+    with pytest.raises(GridConfigError, match=r"^arms\.both: expected a list of strings"):
+        grid_config_from_dict(data, tmp_path / "grid.toml")
+    (tmp_path / "bad.toml").write_text("[grid\n")
+    with pytest.raises(GridConfigError, match="cannot read TOML"):
+        load_grid_config(tmp_path / "bad.toml")
+    assert issubclass(GridConfigError, ConfigError)
+
+
+def test_shipped_grid_files_parse_and_name_nine_settings() -> None:
+    for name, model in (("grid.toml", "embedded"), ("grid_qwen.toml", "embedded-qwen")):
+        grid = load_grid_config(REPO / "configs" / name)
+        assert grid.base == BASE and len(grid.seeds) >= 2
+        assert grid.arm_names == ("start", "prompts", "weights", "both")
+        assert len(grid.settings) == 9 and {s.model for s in grid.settings} == {model}
+    assert Setting("tiny:0", "shopping_admin", 2).name == "tiny0_shopping_admin_t2"
+
+
+def test_planned_budget_counts_rollouts_reflections_and_evals() -> None:
+    cfg = load_config(BASE, ["prompts.mutation=true", "es.generations=5", "prompts.reflect_rate=0.5",
+                             "prompts.mutate_every=2", "prompts.reflect_tasks=3", "eval.every=2",
+                             "eval.tasks=[1, 2, 3]"])
+    evolver = PromptEvolver(cfg.prompts, seed=cfg.es.seed)
+    chosen = [g for g in (2, 4) if evolver.rng(g).random() < 0.5]  # the evolver's own seeded draws
+    assert reflection_generations(cfg) == chosen
+    budget = planned_budget(cfg, n_eval_tasks=3)
+    # 4 candidates x 2 tasks x 5 generations; min(3 reflected tasks, 2 tasks in a batch) per reflection;
+    # centre evaluations at generations 2 and 4 on 3 tasks
+    assert budget == Budget(40, 2 * len(chosen), 6, 3)
+    assert budget.episodes == 40 + 2 * len(chosen) + 6 and budget.steps == budget.episodes * 3
+    assert planned_budget(load_config(BASE), 3).reflection_episodes == 0  # no mutation: no reflection
+
+
+def test_unequal_budgets_are_refused_naming_arms_and_numbers() -> None:
+    budgets = {("both", 0): Budget(64, 8, 0, 3), ("weights", 0): Budget(64, 0, 0, 3),
+               ("both", 1): Budget(64, 8, 0, 3), ("weights", 1): Budget(72, 0, 0, 3)}
+    with pytest.raises(GridConfigError, match=r"seed 0: both: 72 episodes .* 216 steps, weights: 64 episo"):
+        check_budgets(budgets, "s")
+    check_budgets({k: v for k, v in budgets.items() if k[1] == 1}, "s")  # 72 = 72: accepted
+
+
+def test_shipped_grid_is_balanced_and_a_grid_with_unequal_arms_runs_nothing(tmp_path: Path) -> None:
+    shipped = load_grid_config(REPO / "configs" / "grid.toml")
+    runs = plan_grid(shipped, settings=["embedded_reddit_t3"])
+    budgets = {(r.arm, r.seed): r.budget for r in runs if r.budget is not None}
+    assert {(b.episodes, b.steps) for b in budgets.values()} == {(72, 72 * 8)}
+    assert {r.arm for r in runs} == {"start", "prompts", "weights", "both"} and len(runs) == 7
+    assert all(set(r.tasks.train).isdisjoint(r.tasks.all_heldout) for r in runs)
+
+    data = tomllib.loads((REPO / "configs" / "grid.toml").read_text())
+    data["grid"]["base"] = str(BASE)
+    data["arms"]["weights"] = ["es.evolve_prompts=false"]  # 64 episodes against 72
+    grid = grid_config_from_dict(data, tmp_path / "grid.toml")
+    out = tmp_path / "out"
+    with pytest.raises(GridConfigError, match=r"weights: 64 episodes"):
+        run_grid(grid, out, settings=["embedded_shopping_t1"], arms=["start"])
+    assert not out.exists(), "nothing may run (or be written) for a grid with unequal budgets"
+    with pytest.raises(GridConfigError, match=r"^--arms: unknown \['nope'\]"):
+        plan_grid(shipped, arms=["nope"])
+
+
+def test_run_lock_is_exclusive(tmp_path: Path) -> None:
+    with run_lock(tmp_path / "run") as first, run_lock(tmp_path / "run") as second:
+        assert first and not second
+    with run_lock(tmp_path / "run") as again:
+        assert again
+
+
+def test_max_runs_and_time_budget_start_nothing_more(tmp_path: Path) -> None:
+    shipped = load_grid_config(REPO / "configs" / "grid.toml")
+    out = tmp_path / "out"
+    none = run_grid(shipped, out, settings=["embedded_reddit_t1"], max_runs=0)
+    assert none.finished == [] and len(none.pending) == 7 and none.already == 0
+    assert [r["arm"] for r in json.loads((out / "plan.json").read_text())["runs"]][:2] == [
+        "start", "prompts"]
+    # a real child job that finds its time budget spent before its first run: it starts none
+    spent = run_grid(shipped, out, settings=["embedded_reddit_t1"], arms=["start"], budget_minutes=0)
+    assert spent.finished == [] and spent.failed == {} and spent.pending == ["embedded_reddit_t1/start"]
+    assert not (out / "embedded_reddit_t1" / "start" / "result.json").exists()
