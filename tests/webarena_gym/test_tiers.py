@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import statistics
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
@@ -199,41 +199,40 @@ def _env_tasks(env: gym.Env) -> list[TaskConfig]:
     return cast(WebArenaLiteEnv, env.unwrapped).tasks
 
 
-def _episode(env: gym.Env, task: TaskConfig, first: Callable[[dict[str, Any]], str] | None,
-             answer: str) -> float:
-    obs, _ = env.reset(options={"task_id": task.task_id})
-    if first is not None:
-        obs, _, terminated, _, _ = env.step(first(obs))
-        assert not terminated
-    _, reward, terminated, _, info = env.step(f"stop [{answer}]")
-    assert terminated and info["episode_end"] == "stop"
-    return float(reward)
-
-
 def _first_link(obs: dict[str, Any]) -> str:
     return f"click [{next(x for x in parse_axtree(obs['axtree']) if x.role == 'link').element_id}]"
 
 
 @pytest.mark.browser
 @pytest.mark.slow
-@pytest.mark.parametrize("split", TIER_SPLITS)
-def test_trivial_policies_score_zero(tiers_env: gym.Env, split: str) -> None:
+@pytest.mark.parametrize("tier", TIERS, ids=lambda tier: f"tier{tier}")
+def test_trivial_policies_score_zero(
+    tiers_env: gym.Env, tier: int, trivial_sweep: Callable[..., Any]
+) -> None:
     """Scroll then stop with an empty answer (the page and the sites as the start left them) on every task
-    of the split whose score depends on the page or the sites; stop [N/A] at once, and a fixed click (the
-    first link) then stop, on one task of every template of the split (``train`` and ``test_unseen`` splits:
-    a ``test`` split's templates are its ``train`` split's). String answers are checked exhaustively offline
-    above. One test per split keeps each inside the per-test timeout."""
-    tasks = [t for t in _env_tasks(tiers_env) if t.extras["split"] == split]
+    of the tier whose score depends on the page or the sites; stop [N/A] at once, and a fixed click (the
+    first link) then stop, on one task of every template of its ``train`` and ``test_unseen`` splits (the
+    ``test`` split's templates are its ``train`` split's). String answers are checked exhaustively offline
+    above. Each policy runs once per distinct start and every task of that start is scored on its end state
+    (``trivial_sweep``, tests/webarena_gym/conftest.py); one test per tier (its three splits share starts)
+    keeps each inside the per-test timeout."""
+    tasks = [t for t in _env_tasks(tiers_env) if t.extras["tier"] == tier]
     per_template: dict[int | None, TaskConfig] = {}
-    if not split.endswith("_test"):
-        for task in tasks:
-            per_template.setdefault(task.intent_template_id, task)
-    scored: dict[str, float] = defaultdict(float)
     for task in tasks:
-        if task.eval.eval_types != ("string_match",):
-            scored[f"{task.task_id} scroll"] = _episode(tiers_env, task, lambda _: "scroll [down]", "")
-    for task in per_template.values():
-        scored[f"{task.task_id} stop N/A"] = _episode(tiers_env, task, None, "N/A")
-        scored[f"{task.task_id} click"] = _episode(tiers_env, task, _first_link, "")
-    assert scored
+        if not task.extras["split"].endswith("_test"):
+            per_template.setdefault(task.intent_template_id, task)
+    splits = {t.extras["split"] for t in per_template.values()}
+    assert splits == {f"tier{tier}_train", f"tier{tier}_test_unseen"}
+    policies: dict[str, tuple[list[Callable[[dict[str, str]], str]], list[tuple[TaskConfig, str]]]] = {
+        "scroll": ([lambda _: "scroll [down]"],
+                   [(t, "") for t in tasks if t.eval.eval_types != ("string_match",)]),
+        "stop N/A": ([], [(t, "N/A") for t in per_template.values()]),
+        "click": ([_first_link], [(t, "") for t in per_template.values()]),
+    }
+    scored: dict[str, float] = {}
+    for name, (moves, items) in policies.items():
+        sweep = trivial_sweep(tiers_env, items, moves)
+        assert len(sweep.scores) == len(items) and sweep.episodes <= len(items)
+        scored.update((f"{task_id} {name}", score) for (task_id, _), score in sweep.scores.items())
+    assert len(scored) > len(tasks) / 2
     assert not {k: v for k, v in scored.items() if v != 0.0}
