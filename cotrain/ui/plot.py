@@ -59,10 +59,14 @@ def plot_learning_curve(
         split = next((r.centre_split for r in reversed(records) if r.centre_split), None)
         split = split or (start.split if start is not None else "held-out")
         series.append((f"centre success ({split})", centre, {"color": "tab:orange", "marker": "o", "ms": 4}))
+    plotted: list[float] = []
     for label, values, style in series:
         points = [(g, v) for g, v in zip(gens, values, strict=True) if v is not None]
         if points:
             ax.plot(*zip(*points, strict=True), label=label, **style)
+            plotted += [v for _, v in points]
+    if plotted:  # success rates live in [0, 1]: a flat 0 line stays at the bottom of a 0-1 axis
+        ax.set_ylim(min(0.0, *plotted) - 0.05, max(1.0, *plotted) + 0.05)
     if start is not None:
         ax.plot([0], [start.success_rate], ls="none", marker="D", ms=7, color="tab:red",
                 label=f"start ({start.split}, gen 0)")

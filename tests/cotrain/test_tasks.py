@@ -22,10 +22,12 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 @pytest.fixture(scope="module")
 def bundled() -> dict[int, Any]:
-    """Every bundled embedded task by id (``TaskConfig``: ``intent_template_id``, ``extras["split"]``)."""
+    """Every bundled embedded task by id, tiers included (the demo runs on tier 1) (``TaskConfig``:
+    ``intent_template_id``, ``extras["split"]``)."""
+    from webarena_gym.embedded import TIER_SPLITS
     from webarena_gym.tasks import load_tasks
 
-    splits = ("train", "test", "test_unseen")
+    splits = ("train", "test", "test_unseen", *TIER_SPLITS)
     return {t.task_id: t for split in splits for t in load_tasks(f"embedded:{split}")}
 
 
