@@ -21,7 +21,8 @@ Goal (issue #13): >= 50 % on the held-out splits (test + test_unseen) for the em
 
 ``python -m benchmarks.bench_agreement [--models embedded embedded-qwen] [--genomes no_skill default
 webarena_cot] [--splits test test_unseen train] [--max-steps N] [--write]`` (``--write``: the results to
-benchmarks/results/agreement.{md,json}); ``python -m benchmarks.run`` runs its quick mode (2 test tasks,
+benchmarks/results/agreement.{md,json}; ``--reachability``: only the reachable steps, no forward);
+``python -m benchmarks.run`` runs its quick mode (2 test tasks,
 SmolLM2, no_skill).
 """
 
@@ -282,6 +283,42 @@ def run(models: Sequence[str], genomes: Sequence[str], splits: Sequence[str],
     return results
 
 
+def reachability(splits: Sequence[str], model_name: str = "embedded", genome: str = "no_skill",
+                 cache_dir: Path = CACHE_DIR, loader: Callable[[str], tuple[Any, Any, str]] | None = None
+                 ) -> dict[str, Any]:
+    """Whether some candidate of each recorded reference step is equivalent to the reference action (no
+    model forward: the policy's prompt, truncated with ``model_name``'s tokenizer, and its candidates), per
+    split and kind (``<split>|<kind>``, ``all|<kind>``): ``steps``, ``reachable`` and ``cut`` (unreachable
+    click/type steps whose target element the prompt truncation left out), and candidates per step."""
+    import re
+
+    from es_agent.agreement import equivalent
+
+    model, tok, _ = (loader or load)(model_name)
+    policy = _policy(model, tok, genome)
+    counts: dict[str, dict[str, int]] = {}
+    sizes: list[int] = []
+    for split in splits:
+        steps, meta = record(split, None, cache_dir)
+        check = answer_checker(split, meta)
+        for step in steps:
+            policy.set_history(0, step.history)
+            prompt = policy._build_prompt(step.obs, 0)
+            cands = policy._candidates_of(prompt, step.obs)
+            sizes.append(len(cands))
+            ok = any(equivalent(c, step, check) for c in cands)
+            target = re.match(r"^(?:click|hover|type) \[([^\]]+)\]", step.action)
+            cut = (not ok and target is not None and f"[{target[1]}]" in step.obs["axtree"]
+                   and f"[{target[1]}]" not in prompt.axtree)
+            for key in (f"{split}|{step.kind}", f"all|{step.kind}", f"{split}|all", "all|all"):
+                row = counts.setdefault(key, {"steps": 0, "reachable": 0, "cut": 0})
+                row["steps"] += 1
+                row["reachable"] += ok
+                row["cut"] += cut
+    return {"model": model_name, "genome": genome, "counts": counts,
+            "candidates": {"mean": sum(sizes) / max(1, len(sizes)), "max": max(sizes, default=0)}}
+
+
 # ---------------------------------------------------------------------------------------------- reporting
 
 def _pct(n: int, d: int) -> str:
@@ -381,12 +418,24 @@ def cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="write benchmarks/results/agreement.{md,json}")
     parser.add_argument("--notes", type=Path, default=None, help="a markdown reading to put in the report")
     parser.add_argument("--quick", action="store_true", help="the benchmark suite's quick mode")
+    parser.add_argument("--reachability", action="store_true",
+                        help="only print the reachable steps per split and kind (no model forward)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     if args.quick:
         result = main(True)
         if args.json:
             print(json.dumps(result, indent=1))
+        return 0
+    if args.reachability:
+        found = reachability(args.splits, args.models[0], args.genomes[0])
+        for key, row in sorted(found["counts"].items()):
+            print(f"{key:<28} reachable {row['reachable']:>4}/{row['steps']:<4} "
+                  f"cut by truncation {row['cut']}")
+        sizes = found["candidates"]
+        print(f"candidates per step: mean {sizes['mean']:.1f}, max {sizes['max']}")
+        if args.json:
+            print(json.dumps(found, indent=1))
         return 0
     limits: dict[str, int | None] = {}
     for item in args.max_steps:

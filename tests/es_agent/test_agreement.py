@@ -266,3 +266,22 @@ def test_agreement_end_to_end_on_real_tasks(tiny: tuple[Any, Any], tmp_path: Pat
     finally:
         handle.remove()
     assert not calls and again["runs"][0]["records"] == run_["records"]
+
+
+def test_reachability_counts_selects_and_truncation_cuts(tiny: tuple[Any, Any], tmp_path: Path) -> None:
+    from benchmarks.bench_agreement import reachability, recorded_path
+
+    tree = ("[1] RootWebArea 'Bedding'\n\t[266] combobox 'Sort By' hasPopup: menu expanded: False\n"
+            "\t\t[268] option 'Position' selected: True\n\t\t[270] option 'Price' selected: False\n"
+            + "".join(f"\t[{300 + i}] link 'Filler product number {i} with a long name'\n"
+                      for i in range(400))
+            + "\t[999] link 'Last link'\n")
+    obs = {"axtree": tree, "url": "http://shop/bedding", "goal": "What is the cheapest product in Bedding?",
+           "tabs": "", "last_action_error": ""}
+    steps = [ReferenceStep(3, "test", 0, obs, "type [266] [Price] [0]", (), 2),
+             ReferenceStep(3, "test", 1, obs, "click [999]", ("type [266] [Price] [0]",), 2)]
+    save_trajectories(recorded_path("test", tmp_path), steps, {"sites": {"shopping": "http://shop"}})
+    found = reachability(["test"], "tiny:0", cache_dir=tmp_path, loader=lambda _: (*tiny, "float32"))
+    assert found["counts"]["test|type"] == {"steps": 1, "reachable": 1, "cut": 0}  # an option of the select
+    assert found["counts"]["test|click"] == {"steps": 1, "reachable": 0, "cut": 1}  # truncated away
+    assert found["counts"]["all|all"]["steps"] == 2 and found["candidates"]["max"] > 2
