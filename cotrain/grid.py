@@ -263,6 +263,32 @@ def _success(rewards: dict[str, float], tasks: Sequence[int | str]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+class _GenerationLines:
+    """A run's progress as one line per generation (the grid's jobs show no dashboard)."""
+
+    def __init__(self, key: str, total: int, log: Callable[[str], None]) -> None:
+        self.key, self.total, self.log = key, total, log
+        self.started = time.perf_counter()
+
+    def start(self) -> None:
+        """Nothing to show yet."""
+
+    def on_generation_start(self, generation: int, rollouts_total: int) -> None:
+        """One line: the generation, its rollouts and the session's minutes so far."""
+        minutes = (time.perf_counter() - self.started) / 60
+        self.log(f"{self.key}: generation {generation}/{self.total} ({rollouts_total} rollouts; "
+                 f"{minutes:.1f} min in this session)")
+
+    def on_rollout_started(self, worker_id: Any) -> None:
+        """Not shown."""
+
+    def on_rollout_done(self, worker_id: Any) -> None:
+        """Not shown."""
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
 def _train_or_resume(cfg: Any, run: GridRun, out: Path, log: Callable[[str], None]) -> float:
     """Train a new run directory, or resume an unfinished one (after checking it holds the planned config);
     seconds spent."""
@@ -270,16 +296,20 @@ def _train_or_resume(cfg: Any, run: GridRun, out: Path, log: Callable[[str], Non
 
     run_dir = run.run_dir(out)
     started = time.perf_counter()
+
+    def progress(c: Any, _: Any) -> _GenerationLines:
+        return _GenerationLines(run.key, c.es.generations, log)
+
     if (run_dir / "run.json").is_file():
         recorded = read_json(run_dir / "config.json", GridError)
         if recorded != json.loads(json.dumps(cfg.to_dict())):
             raise GridError(f"{run_dir}: its config.json is not the config the grid plans for {run.key} "
                             "(the grid file changed); use another --out or remove the run directory")
         log(f"{run.key}: resuming {run_dir}")
-        result = resume(run_dir, ui="off")
+        result = resume(run_dir, ui="off", progress=progress)
     else:
         log(f"{run.key}: training {run_dir}")
-        result = train(cfg, run_dir)
+        result = train(cfg, run_dir, progress=progress)
     if not result.finished:
         raise GridError(f"{run_dir}: the run stopped after {result.generation} generation(s) unfinished")
     return time.perf_counter() - started
