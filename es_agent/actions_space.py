@@ -97,12 +97,19 @@ def _first_action(texts: Iterable[str]) -> str | None:
 class CandidateConfig:
     """Which candidate actions constrained decoding offers the model."""
 
-    max_type_texts: int = 6
-    """Texts offered per typeable element (quoted entities of the goal first, then phrases of its words)."""
+    max_type_texts: int = 8
+    """Texts offered per typeable element (quoted entities of the goal first, names across commas, numbers,
+    capitalised names, then phrases of its words)."""
+    max_options: int = 8
+    """Options offered per select (a typeable element with ``option`` children: their names, instead of goal
+    phrases)."""
     max_answers: int = 24
-    """``stop [answer]`` candidates (goal entities, then page texts in page order, then ``N/A``)."""
+    """``stop [answer]`` candidates (goal entities, then page texts near the goal's words, the other page
+    texts, then ``N/A``)."""
     max_answer_chars: int = 60
     """Page texts longer than this are not offered as answers."""
+    answer_window: int = 6
+    """Page texts (and link names) up to this many after one naming a word of the goal are offered first."""
     extra_actions: tuple[str, ...] = ("scroll [down]", "go_back")
     """Actions offered on every page."""
     include_stop: bool = True
@@ -123,19 +130,24 @@ _WORD = re.compile(r"[A-Za-z0-9][\w$%.\-/&+]*")
 
 
 def goal_phrases(goal: str, limit: int) -> list[str]:
-    """Short texts from the goal worth typing or answering: quoted entities, capitalised names, maximal runs
-    of content words, then their shorter sub-phrases (longest first); deduplicated, at most ``limit``."""
+    """Short texts from the goal worth typing or answering: quoted entities, names across commas
+    (:func:`comma_names`), capitalised names, numbers, maximal runs of content words, then their shorter
+    sub-phrases (longest first); deduplicated, at most ``limit``."""
     out: list[str] = []
 
-    def add(words: list[str] | str) -> None:
-        text = " ".join(words if isinstance(words, list) else words.split()).strip(" .,;:?!")
+    def add(words: list[str] | str, strip: str = " .,;:?!") -> None:
+        text = " ".join(words if isinstance(words, list) else words.split()).strip(strip)
         if text and text.lower() not in {o.lower() for o in out}:
             out.append(text)
 
-    for match in _QUOTED.finditer(goal):
+    for match in _QUOTED.finditer(goal):  # as written (a sentence keeps its final stop), then without it
+        add(next(g for g in match.groups() if g), strip=" ")
         add(next(g for g in match.groups() if g))
+    for name in comma_names(goal):
+        add(name)
+    unquoted = _QUOTED.sub(" , ", goal)
     runs: list[list[tuple[int, str]]] = [[]]
-    tokens = re.findall(r"[A-Za-z0-9][\w$%.\-/&+]*|[,;:?!()]", _QUOTED.sub(" , ", goal))
+    tokens = re.findall(r"[A-Za-z0-9][\w$%.\-/&+]*|[,;:?!()]", unquoted)
     for position, token in enumerate(tokens):
         if token.lower() in _STOPWORDS or not _WORD.fullmatch(token):
             runs.append([])
@@ -146,6 +158,10 @@ def goal_phrases(goal: str, limit: int) -> list[str]:
         start = next((i for i, (pos, w) in enumerate(run) if pos > 0 and w[:1].isupper()), None)
         if start is not None and len(run) - start > 1:
             add([w for _, w in run[start:start + 6]])
+        elif start is not None and start == len(run) - 1 and any(c.isupper() for c in run[start][1][1:]):
+            add(run[start][1])  # a lone CamelCase name at the run's end (``nickname GadgetGran``)
+    for match in re.finditer(r"(?<![\w$.,-])(\d+(?:\.\d+)?)(?![\w%-])", unquoted):  # quantities, numbers
+        add(match.group(1))
     for run in sorted(runs, key=len, reverse=True):
         add([w for _, w in run[:6]])
     for n in (3, 2, 1):
@@ -153,6 +169,54 @@ def goal_phrases(goal: str, limit: int) -> list[str]:
             for i in range(len(run) - n + 1):
                 add([w for _, w in run[i:i + n]])
     return out[:limit]
+
+
+_NAME_WORD = re.compile(r"[A-Za-z0-9][\w$%.\-/&+']*")
+
+
+def comma_names(goal: str) -> list[str]:
+    """Names in the goal that run across commas, as written (``Nexon Instant Print Camera, Kit Edition``,
+    ``Velvetine Gentle Foaming Cleanser, 2 oz``): from a capitalised word (not the goal's first) through
+    content words, and on across ``", "`` when a capitalised word or a number follows; quoted parts
+    excluded."""
+    text = _QUOTED.sub(lambda m: "\0" * len(m.group(0)), goal)
+    words = list(_NAME_WORD.finditer(text))
+    out: list[str] = []
+
+    def content(i: int) -> bool:
+        return i < len(words) and words[i].group(0).rstrip(".").lower() not in _STOPWORDS
+
+    i = 0
+    while i < len(words):
+        first = words[i]
+        if first.start() == 0 or not first.group(0)[:1].isupper() or not content(i):
+            i += 1
+            continue
+        j, commas = i, 0
+        while True:
+            gap = text[words[j].end():words[j + 1].start()] if j + 1 < len(words) else ""
+            if gap == " " and content(j + 1):
+                j += 1
+            elif gap == ", " and content(j + 1) and (words[j + 1].group(0)[:1].isupper()
+                                                     or words[j + 1].group(0)[:1].isdigit()):
+                j, commas = j + 1, commas + 1
+            else:
+                break
+        if commas and j - i < 12:
+            out.append(text[first.start():words[j].end()].rstrip("."))
+        i = j + 1
+    return out
+
+
+def select_options(nodes: list[AxNode], index: int, limit: int) -> list[str]:
+    """Names of the ``option`` nodes below ``nodes[index]`` (a select's choices), at most ``limit``."""
+    out: list[str] = []
+    for node in nodes[index + 1:]:
+        if node.depth <= nodes[index].depth or len(out) >= limit:
+            break
+        if node.role == "option" and node.name and node.name not in out:
+            out.append(node.name)
+    return out
 
 
 def build_candidates(axtree: str, goal: str, config: CandidateConfig | None = None) -> list[str]:
@@ -169,10 +233,11 @@ def build_candidates(axtree: str, goal: str, config: CandidateConfig | None = No
             seen.add(action)
             out.append(action)
 
-    for node in nodes:
+    for i, node in enumerate(nodes):
         if node.typeable:
-            for text in texts:
-                add(f"type [{node.id}] [{text}]")
+            options = select_options(nodes, i, config.max_options)
+            for text in options or texts:
+                add(f"type [{node.id}] [{' '.join(text.replace('[', '(').replace(']', ')').split())}]")
         if node.clickable:
             add(f"click [{node.id}]")
     for action in config.extra_actions:
@@ -184,11 +249,18 @@ def build_candidates(axtree: str, goal: str, config: CandidateConfig | None = No
 
 
 def answer_candidates(nodes: list[AxNode], goal: str, config: CandidateConfig) -> list[str]:
-    """``stop`` answers: quoted goal entities, page texts (short, in page order), ``N/A`` last."""
+    """``stop`` answers: quoted goal entities, goal names across commas, then short page texts and link
+    names (the texts near a line that names a word of the goal first, then the others, each in page order),
+    ``N/A`` last."""
     out: list[str] = []
     quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(goal)]
-    page = [n.name for n in nodes if n.role in TEXT_ROLES and 0 < len(n.name) <= config.max_answer_chars]
-    for text in [*quoted, *page]:
+    goal_words = {w for w in re.findall(r"[a-z0-9]{3,}", goal.lower()) if w not in _STOPWORDS}
+    named = [n.name for n in nodes if (n.role in TEXT_ROLES or n.role == "link") and n.name]
+    near = {j for i, name in enumerate(named) if goal_words & set(re.findall(r"[a-z0-9]{3,}", name.lower()))
+            for j in range(i, i + config.answer_window + 1)}
+    texts = [(i, t) for i, t in enumerate(named) if len(t) <= config.max_answer_chars]
+    page = [t for i, t in texts if i in near] + [t for i, t in texts if i not in near]
+    for text in [*quoted, *comma_names(goal), *page]:
         text = " ".join(text.replace("[", "(").replace("]", ")").split())
         if text and text not in out and len(out) < config.max_answers - 1:
             out.append(text)

@@ -9,11 +9,14 @@ import torch
 
 from es_agent.actions_space import (
     CandidateConfig,
+    answer_candidates,
     build_candidates,
+    comma_names,
     extract_action,
     goal_phrases,
     normalize_action,
 )
+from es_agent.axtree import parse_axtree
 from es_agent.decoding import TokenTrie, TrieChooser, decode, prefill, score_candidates
 from es_agent.policy import LLMPolicy, PolicyConfig
 
@@ -82,6 +85,30 @@ def test_goal_phrases() -> None:
     assert phrases[0] == "Sprite Yoga Strap 6 foot" and "reviews" in phrases
     assert "order 000000170" in goal_phrases("What is the total of order 000000170?", 5)
     assert goal_phrases("", 5) == []
+
+
+def test_goal_phrases_keep_names_across_commas_and_numbers() -> None:
+    goal = "Add 4 of Nexon Instant Print Camera, Kit Edition to my shopping cart, then stop"
+    assert comma_names(goal) == ["Nexon Instant Print Camera, Kit Edition"]
+    phrases = goal_phrases(goal, 8)
+    assert phrases[0] == "Nexon Instant Print Camera, Kit Edition" and "4" in phrases
+    assert comma_names("Review Velvetine Cleanser, 2 oz? Answer with a nickname.") == [
+        "Velvetine Cleanser, 2 oz"]
+    assert comma_names("Open the page, then Stop") == []  # a comma before a stop word ends the name
+    assert "GadgetGran" in goal_phrases('Review it with the nickname GadgetGran, the summary "Fine"', 4)
+
+
+def test_selects_offer_their_options_and_answers_start_near_the_goal() -> None:
+    tree = ("[1] combobox 'Sort By' hasPopup: menu expanded: False\n\t[2] MenuListPopup ''\n"
+            "\t\t[3] option 'Position' selected: True\n\t\t[4] option 'Price' selected: False\n"
+            "[5] searchbox 'Search'\n" + "".join(f"[{10 + i}] StaticText 'filler {i}'\n" for i in range(30))
+            + "[50] link 'Casa Verde Blanket, Navy'\n[51] cell '$12.50'\n")
+    goal = "How much is Casa Verde Blanket, Navy?"
+    cands = build_candidates(tree, goal)
+    assert [c for c in cands if c.startswith("type [1]")] == ["type [1] [Position]", "type [1] [Price]"]
+    assert "type [5] [Casa Verde Blanket, Navy]" in cands
+    answers = answer_candidates(parse_axtree(tree), goal, CandidateConfig(max_answers=4))
+    assert answers == ["Casa Verde Blanket, Navy", "$12.50", "filler 0", "N/A"]
 
 
 def test_build_candidates_covers_the_page() -> None:
