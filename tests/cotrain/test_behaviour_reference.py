@@ -1,8 +1,9 @@
 """Behaviour unchanged (issue #11): the shipped smoke config's update log (per generation: rows, rewards,
 ``(seed, coeff)`` update, task batch, env seed, sigma, prompt probabilities, pool changes) and its final
-centre checksum are bit-identical to ``snapshots/smoke_reference.json``, recorded at bebb63d (before the
-refactor) with ``scripts/compare_run_logs.py --record``. Re-record only for an intended behaviour change, and
-say so in the commit."""
+centre checksum are bit-identical to ``snapshots/smoke_reference.json``, recorded with
+``scripts/compare_run_logs.py --record`` at bebb63d (before the refactor) and re-recorded at e3ecc2c for two
+intended changes of issue #13: the prompt prior (``es.baseline_prior`` 0.5 changes the sampled prompt ids) and
+the wider candidate set. Re-record only for an intended behaviour change, and say so in the commit."""
 
 from __future__ import annotations
 
