@@ -23,7 +23,7 @@ import numpy as np
 from cotrain.checkpoint import atomic_write_json, atomic_write_text
 from cotrain.errors import GridError
 from cotrain.grid import RESULT_FILE, read_result
-from cotrain.grid_config import HELDOUT_SPLITS, START_ARM, GridConfig
+from cotrain.grid_config import HELDOUT_SPLITS, START_ARM, GridConfig, Setting
 from cotrain.grid_stats import Estimate, bootstrap_mean, paired_estimate
 
 REPORT_FORMAT = "esopt-grid-report/1"
@@ -57,10 +57,22 @@ def collect_results(dirs: Sequence[Path]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def expected_keys(grid: GridConfig) -> list[str]:
-    """Every run key of the grid (whatever was filtered in an invocation)."""
+def report_settings(grid: GridConfig, results: Mapping[str, Mapping[str, Any]]) -> list[Setting]:
+    """The grid's settings, then those of merged results from other grid files (e.g. the qwen grid), in the
+    order first seen."""
+    settings = list(grid.settings)
+    for r in results.values():
+        setting = Setting(str(r["model"]), str(r["family"]), int(r["tier"]))
+        if setting not in settings:
+            settings.append(setting)
+    return settings
+
+
+def expected_keys(grid: GridConfig, settings: Sequence[Setting] | None = None) -> list[str]:
+    """Every run key of the grid's settings (or of ``settings``, with the grid's arms and seeds), whatever
+    was filtered in an invocation."""
     keys = []
-    for s in grid.settings:
+    for s in grid.settings if settings is None else settings:
         keys.append(f"{s.name}/{START_ARM}")
         keys += [f"{s.name}/{arm}/seed{seed}" for seed in grid.seeds for arm in grid.arms]
     return keys
@@ -93,7 +105,8 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
     per_tier: dict[int, dict[str, list[np.ndarray]]] = {}
     weights_gain: list[np.ndarray] = []
     wins: list[dict[str, Any]] = []
-    for s in grid.settings:
+    every = report_settings(grid, results)
+    for s in every:
         mine = {k: r for k, r in results.items() if r["setting"] == s.name}
         start = mine.get(f"{s.name}/{START_ARM}")
         arms: dict[str, Any] = {}
@@ -154,7 +167,7 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
             if pooled_tier is not None:
                 tiers[str(tier)][arm] = _est(bootstrap_mean(pooled_tier, n_boot=_N_BOOT))
     pooled = _pool(weights_gain)
-    keys = expected_keys(grid)
+    keys = expected_keys(grid, every)
     return {
         "format": REPORT_FORMAT, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": command,
         "machine": machine_info(), "grid": str(grid.path), "base": str(grid.base),

@@ -1,0 +1,100 @@
+"""The grid report from result files (cotrain.grid_report): headlines, paired estimates, the per-tier table
+and pending runs on hand-computed outcomes; results of several grid directories merge, and two directories
+that hold the same run with different overrides are refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cotrain.checkpoint import atomic_write_json
+from cotrain.errors import GridError
+from cotrain.grid import RESULT_FORMAT
+from cotrain.grid_config import grid_config_from_dict
+from cotrain.grid_report import build_report, collect_results, headline_lines, write_report
+
+REPO = Path(__file__).resolve().parents[2]
+TEST, UNSEEN = [1, 2], [3, 4]
+
+
+def result(setting: str, tier: int, arm: str, seed: int | None, solved: list[int],
+           model: str = "tiny:0", family: str = "shopping") -> dict[str, Any]:
+    """A result file's content: tasks 1-2 (test) and 3-4 (test_unseen), ``solved`` of them with reward 1."""
+    key = f"{setting}/{arm}" + ("" if seed is None else f"/seed{seed}")
+    return {"format": RESULT_FORMAT, "key": key, "setting": setting, "model": model, "family": family,
+            "tier": tier, "arm": arm, "seed": seed, "overrides": [f"es.seed={seed}"], "env_seed": 0,
+            "tasks": {"test": TEST, "test_unseen": UNSEEN},
+            "rewards": {str(t): 1.0 if t in solved else 0.0 for t in TEST + UNSEEN},
+            "curve": [0.0, 0.5], "seconds_train": 1.0,
+            "budget_planned": None if seed is None else {"episodes": 6, "steps": 6},
+            "budget_actual": None if seed is None else {"episodes": 6, "steps": None}}
+
+
+def write(out: Path, r: dict[str, Any]) -> None:
+    (out / r["key"]).mkdir(parents=True)
+    atomic_write_json(out / r["key"] / "result.json", r)
+
+
+def grid(tmp_path: Path, families: list[str]) -> Any:
+    data = {"grid": {"base": str(REPO / "configs" / "grid_train.toml"), "seeds": [0, 1], "families": families,
+                     "tiers": [1], "results": str(tmp_path / "report" / "grid")},
+            "models": {"tiny:0": []},
+            "arms": {"prompts": [], "weights": [], "both": []}}
+    return grid_config_from_dict(data, tmp_path / "grid.toml")
+
+
+def test_report_on_hand_computed_outcomes_with_a_merged_directory(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    s1, s2 = "tiny0_shopping_t1", "tiny0_reddit_t1"
+    write(a, result(s1, 1, "start", None, [1]))  # start: 1 of 4
+    for seed in (0, 1):
+        write(a, result(s1, 1, "prompts", seed, [1]))        # 1/4: +0 over start
+        write(a, result(s1, 1, "weights", seed, [1, 2]))     # 2/4: +25 points
+        write(a, result(s1, 1, "both", seed, [1, 2, 3]))     # 3/4: beats both
+    write(b, result(s2, 1, "start", None, [], family="reddit"))
+    write(b, result(s2, 1, "weights", 0, [3], family="reddit"))   # +25 points on seed 0 only; seed 1 pending
+    report = build_report(grid(tmp_path, ["shopping"]), collect_results([a, b]), command="c", dirs=[a, b])
+
+    assert list(report["settings"]) == [s1, s2], "the merged directory's setting joins the report"
+    co = report["headlines"]["coevolution"]
+    assert (co["k"], co["m"]) == (1, 1)  # only s1 has every seed of the three arms
+    arms = report["settings"][s1]["arms"]
+    assert arms["start"]["splits"]["heldout"]["mean"]["mean"] == 0.25
+    assert arms["weights"]["splits"]["test"]["vs_start"]["mean"] == 0.5   # test: 2/2 against 1/2
+    assert arms["weights"]["splits"]["test_unseen"]["vs_start"]["mean"] == 0.0
+    both_vs = report["settings"][s1]["comparisons"]
+    assert both_vs["both_vs_weights"]["splits"]["heldout"]["mean"] == 0.25
+    assert both_vs["both_vs_prompts"]["splits"]["heldout"]["mean"] == 0.5
+    # weights over start pooled over settings: s1 (2 seeds) and s2 (1 seed) side by side on their shared
+    # first seed row: s1 [0, 1, 0, 0] and s2 [0, 0, 1, 0] -> 2 of 8 cells = +25 points
+    w = report["headlines"]["weights_vs_start"]
+    assert w["mean"] == 0.25 and w["n_seeds"] == 1 and w["n_tasks"] == 8
+    assert report["tiers"]["1"]["weights"]["mean"] == 0.25
+    assert f"{s2}/weights/seed1" in report["pending"] and f"{s2}/both/seed0" in report["pending"]
+    assert not any(k.startswith(s1) for k in report["pending"])
+    lines = headline_lines(report)
+    assert lines[0].startswith("co-evolution beats both matched single-space arms in 1 of 1 settings")
+    assert lines[1].startswith("weights-only ES changes held-out success by +25.0 points (95 % CI ")
+
+    paths = write_report(grid(tmp_path, ["shopping"]), [a, b], command="esopt grid ...")
+    assert json.loads(paths[0].read_text())["plots"] == {s1: f"grid-{s1}.png", s2: f"grid-{s2}.png",
+                                                          "tiers": "grid-tiers.png"}
+    markdown = paths[1].read_text()
+    assert "| tiny0_shopping_t1 | weights | 2 | 100.0 [100.0, 100.0] | 0.0 [0.0, 0.0] | 50.0" in markdown
+    assert all(p.stat().st_size > 0 for p in paths)
+
+
+def test_the_same_run_with_other_overrides_does_not_merge(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    write(a, result("tiny0_shopping_t1", 1, "start", None, []))
+    other = result("tiny0_shopping_t1", 1, "start", None, [])
+    other["overrides"] = ["es.population=8"]
+    write(b, other)
+    with pytest.raises(GridError, match="different overrides"):
+        collect_results([a, b])
+    assert len(collect_results([a, a])) == 1
+    with pytest.raises(GridError, match="no grid directory"):
+        collect_results([tmp_path / "missing"])
