@@ -79,6 +79,9 @@ class GridRun:
     """The setting's training and held-out tasks."""
     budget: Budget | None = None
     """Planned training budget (``None`` for ``start``)."""
+    config_sha256: str | None = None
+    """Digest of the run's resolved TrainConfig (:func:`config_digest`): a result made from another base
+    config is not reused."""
 
     @property
     def key(self) -> str:
@@ -103,7 +106,7 @@ class GridRun:
         s = self.setting
         return {"model": s.model, "family": s.family, "tier": s.tier, "arm": self.arm, "seed": self.seed,
                 "overrides": list(self.overrides), "tasks": self.tasks.to_dict(),
-                "budget": self.budget.to_dict() if self.budget else None}
+                "budget": self.budget.to_dict() if self.budget else None, "config_sha256": self.config_sha256}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GridRun:
@@ -114,7 +117,14 @@ class GridRun:
         tasks = SettingTasks(tuple(data["tasks"]["train"]),
                              {k: tuple(v) for k, v in data["tasks"]["heldout"].items()})
         return cls(Setting(data["model"], data["family"], int(data["tier"])), data["arm"], data["seed"],
-                   tuple(data["overrides"]), tasks, budget)
+                   tuple(data["overrides"]), tasks, budget, data.get("config_sha256"))
+
+
+def config_digest(cfg: Any) -> str:
+    """SHA-256 of a TrainConfig's JSON form (keys sorted)."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True).encode()).hexdigest()
 
 
 def plan_grid(grid: GridConfig, *, settings: Sequence[str] | None = None, arms: Sequence[str] | None = None,
@@ -136,8 +146,9 @@ def plan_grid(grid: GridConfig, *, settings: Sequence[str] | None = None, arms: 
         budgets: dict[tuple[str, int], Budget] = {}
         planned: list[GridRun] = []
         start = run_overrides(grid, setting, tasks, START_ARM, None)
-        env_seed = run_config(grid, start, f"setting {setting.name}, arm {START_ARM}").eval.env_seed
-        planned.append(GridRun(setting, START_ARM, None, start, tasks))
+        start_cfg = run_config(grid, start, f"setting {setting.name}, arm {START_ARM}")
+        env_seed = start_cfg.eval.env_seed
+        planned.append(GridRun(setting, START_ARM, None, start, tasks, None, config_digest(start_cfg)))
         for seed in grid.seeds:
             for arm in grid.arms:
                 overrides = run_overrides(grid, setting, tasks, arm, seed)
@@ -146,7 +157,8 @@ def plan_grid(grid: GridConfig, *, settings: Sequence[str] | None = None, arms: 
                     raise GridConfigError(f"arms.{arm}: eval.env_seed {cfg.eval.env_seed} differs from the "
                                           f"start's {env_seed}: every arm is scored with the same env seed")
                 budgets[arm, seed] = planned_budget(cfg, len(tasks.all_heldout))
-                planned.append(GridRun(setting, arm, seed, overrides, tasks, budgets[arm, seed]))
+                planned.append(GridRun(setting, arm, seed, overrides, tasks, budgets[arm, seed],
+                                       config_digest(cfg)))
         check_budgets(budgets, setting.name)
         runs += [r for r in planned if (arms is None or r.arm in arms)
                  and (seeds is None or r.seed is None or r.seed in seeds)]
@@ -182,6 +194,11 @@ def finished_result(run: GridRun, out: Path) -> dict[str, Any] | None:
     if result is not None and result.get("overrides") != list(run.overrides):
         raise GridError(f"{path} was made with other overrides than the grid plans now ({run.key}); the grid "
                         "file changed: use another --out, or remove the result to run it again")
+    recorded = None if result is None else result.get("config_sha256")
+    if recorded is not None and run.config_sha256 is not None and recorded != run.config_sha256:
+        raise GridError(f"{path} was made from another base config than the grid plans now ({run.key}): "
+                        f"{recorded[:12]} against {run.config_sha256[:12]}; use another --out, or remove the "
+                        "result to run it again")
     return result
 
 
@@ -224,6 +241,7 @@ def execute_run(grid_base: Path, run: GridRun, out: Path,
         "format": RESULT_FORMAT, "key": run.key, "setting": run.setting.name, "model": run.setting.model,
         "family": run.setting.family, "tier": run.setting.tier, "arm": run.arm, "seed": run.seed,
         "overrides": list(run.overrides), "base_config": str(grid_base), "env_seed": cfg.eval.env_seed,
+        "config_sha256": config_digest(cfg),
         "tasks": {split: list(tasks.heldout[split]) for split in HELDOUT_SPLITS},
         "train_tasks": list(tasks.train)}
     if run.arm == START_ARM:

@@ -143,3 +143,26 @@ def test_max_runs_and_time_budget_start_nothing_more(tmp_path: Path) -> None:
     spent = run_grid(shipped, out, settings=["embedded_reddit_t1"], arms=["start"], budget_minutes=0)
     assert spent.finished == [] and spent.failed == {} and spent.pending == ["embedded_reddit_t1/start"]
     assert not (out / "embedded_reddit_t1" / "start" / "result.json").exists()
+
+
+def test_a_result_from_other_overrides_or_another_base_config_is_not_reused(tmp_path: Path) -> None:
+    from cotrain.checkpoint import atomic_write_json
+    from cotrain.errors import GridError
+    from cotrain.grid import RESULT_FORMAT, GridRun, finished_result
+    from cotrain.grid_config import SettingTasks
+
+    tasks = SettingTasks((1, 2), {"test": (3,), "test_unseen": (4,)})
+    run = GridRun(Setting("tiny:0", "shopping", 1), "start", None, ("es.seed=0",), tasks, None, "a" * 64)
+    assert finished_result(run, tmp_path) is None
+    run.folder(tmp_path).mkdir(parents=True)
+    atomic_write_json(run.result_path(tmp_path), {"format": RESULT_FORMAT, "overrides": ["es.seed=0"],
+                                                  "config_sha256": "a" * 64})
+    assert finished_result(run, tmp_path) is not None
+    assert GridRun.from_dict(run.to_dict()) == run
+    atomic_write_json(run.result_path(tmp_path), {"format": RESULT_FORMAT, "overrides": ["es.seed=0"],
+                                                  "config_sha256": "b" * 64})
+    with pytest.raises(GridError, match="another base config"):
+        finished_result(run, tmp_path)
+    atomic_write_json(run.result_path(tmp_path), {"format": RESULT_FORMAT, "overrides": ["es.seed=1"]})
+    with pytest.raises(GridError, match="other overrides"):
+        finished_result(run, tmp_path)
