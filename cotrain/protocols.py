@@ -43,6 +43,11 @@ class SearchProblem(Protocol):
         ...
 
     @property
+    def last_env_steps(self) -> int:
+        """Env steps (actions) of the last evaluation's episodes, summed over workers."""
+        ...
+
+    @property
     def last_timings(self) -> Mapping[str, float]:
         """``seconds_rollout``, ``seconds_perturb``, ``seconds_update`` (each may be missing) of the last
         evaluation, summed over workers."""

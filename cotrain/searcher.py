@@ -204,6 +204,7 @@ class CoEvolutionES(SearchAlgorithm):
             "checksums_agree": agree is not False,
             "population_size": self.popsize,
             "rollouts_done": n_rollouts,
+            "env_steps": int(problem.last_env_steps),
             "rollouts_total": n_rollouts,
             "task_batch": list(tasks),
             "env_seed": env_seed,

@@ -356,6 +356,7 @@ class PopulationRunner:
                 replica.stats.seconds_perturb += perturb
                 replica.stats.seconds_rollout += time.perf_counter() - started - perturb
             replica.stats.episodes += len(results)
+            replica.stats.steps += sum(int(r.steps) for r in results)
             return results
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -263,6 +263,12 @@ class AgentProblem(AgentProblemBase):
         return self._dispatch.status()
 
     @property
+    def last_env_steps(self) -> int:
+        """Env steps (actions) of the last evaluation's episodes, summed over workers."""
+        reports = [w.report for w in self._dispatch.workers if w.report is not None]
+        return sum(int(r.get("steps", 0)) for r in reports)
+
+    @property
     def last_timings(self) -> dict[str, float]:
         """Seconds in perturb/restore, rollouts, updates and builds, summed over workers, last evaluation."""
         reports = [w.report for w in self._dispatch.workers if w.report is not None]

@@ -63,6 +63,8 @@ class ReplicaStats:
     """Candidate rows evaluated."""
     episodes: int = 0
     """Episodes run."""
+    steps: int = 0
+    """Env steps (actions) of those episodes."""
     seconds_perturb: float = 0.0
     """Waiting for weights to be perturbed or restored (with overlap: the time the first forward of a row
     waited for the background work, which includes updates deferred to it)."""
@@ -305,6 +307,7 @@ class Replica:
                              type(exc).__name__, exc)
                 continue
             self.stats.episodes += 1
+            self.stats.steps += int(result.steps)
             return float(result.reward)
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -25,7 +25,7 @@ CONTRACT_KEYS: dict[str, type | tuple[type, ...]] = {
     "success_rate": float, "per_task_success": dict, "prompt_probs": dict, "best_prompt": dict,
     "seconds_rollout": float, "seconds_perturb": float, "seconds_update": float, "bytes_exchanged": int,
     "workers": list, "checksums_agree": bool, "population_size": int, "rollouts_done": int,
-    "rollouts_total": int,
+    "rollouts_total": int, "env_steps": int,
 }
 WORKER_KEYS = {"id", "alive", "in_flight", "done", "checksum", "restarts"}
 
@@ -43,6 +43,7 @@ class FakeAgentProblem(Problem):
         self.pool_records = 0
         self.last_bytes_exchanged = 123
         self.last_timings = {"seconds_rollout": 1.0, "seconds_perturb": 0.5, "seconds_update": 0.25}
+        self.last_env_steps = 0
         self.checksums_agree: bool | None = True
         self.centre_calls: list[tuple[tuple[Any, ...], tuple[int, ...]]] = []
         self.evaluated: list[torch.Tensor] = []

@@ -194,6 +194,8 @@ def test_fitness_is_mean_of_per_task_rewards(problem: AgentProblem) -> None:
     assert status[0]["done"] == 4 and status[0]["checksum"] is not None
     assert problem.checksums_agree is True and problem.last_bytes_exchanged == 0
     assert problem.last_timings["seconds_rollout"] > 0
+    # 4 rows x 3 tasks, each episode at least one action and at most the spec's max_steps
+    assert 12 <= problem.last_env_steps <= 12 * problem.env_spec.max_steps
 
 
 LOWRANK = AgentSpec(model="tiny:0", mode="lowrank", rank=2, policy={"max_prompt_tokens": 512})
