@@ -24,11 +24,9 @@ webarena_cot] [--splits tier1_test ...] [--max-steps 12] [--limit N] [--budget-s
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import platform
 import shutil
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -37,7 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import REPO_ROOT, BenchmarkError, load_average, torch_threads
+from benchmarks.common import REPO_ROOT, BenchmarkError, code_version, load_average, torch_threads
 
 MODELS = ("embedded", "embedded-qwen")
 """The models measured by default."""
@@ -72,30 +70,6 @@ class Settings:
     """``PolicyConfig.scoring``."""
     code: str = ""
     """Version of the agent code (:func:`code_version`)."""
-
-
-def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], capture_output=True, text=True, check=True, cwd=REPO_ROOT).stdout
-
-
-def code_version(commit: str = "HEAD") -> str:
-    """The git tree id of ``es_agent/`` at ``commit``; for ``HEAD``, plus ``+`` and a digest of the
-    uncommitted changes under ``es_agent/`` when there are any. :class:`BenchmarkError` outside a git
-    checkout (the cache key needs a version)."""
-    try:
-        tree = _git("rev-parse", f"{commit}:es_agent").strip()
-        if commit != "HEAD":
-            return tree[:12]
-        diff = _git("diff", "HEAD", "--", "es_agent")
-        untracked = _git("ls-files", "--others", "--exclude-standard", "--", "es_agent").split()
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise BenchmarkError(f"cannot read the version of es_agent/ at {commit!r}: {exc}") from exc
-    if not diff and not untracked:
-        return tree[:12]
-    digest = hashlib.sha256(diff.encode())
-    for name in sorted(untracked):
-        digest.update(name.encode() + b"\0" + (REPO_ROOT / name).read_bytes())
-    return f"{tree[:12]}+{digest.hexdigest()[:8]}"
 
 
 def episode_key(model: str, genome: str, split: str, task_id: int, settings: Settings) -> str:

@@ -11,8 +11,9 @@ Method (:mod:`es_agent.agreement` holds the definitions).
   observation with the reference history (teacher forcing); ONE forward per step gives every candidate's
   token log-probabilities, one more (cached per candidate) their log-probabilities after the content-free
   prompt, so every scoring variant is scored from the same numbers
-  (``~/.cache/agentic-esopt/agreement/scores-<model>-<genome>-<split>.jsonl``, one line per step, keyed
-  by the step).
+  (``~/.cache/agentic-esopt/agreement/scores-<model>-<genome>-<split>-<code version>.jsonl``, one line per
+  step, keyed by the step; the version is the git tree of ``es_agent/``, so a change of the candidates or the
+  prompt scores afresh).
 - Agreement: the pick is the reference action or an equivalent one (:func:`es_agent.agreement.equivalent`:
   same element id for click/hover, same id and text for type, an answer the task's own string evaluator
   scores 1 for stop (the offline judge for fuzzy answers; any answer where the task is not scored by its
@@ -141,8 +142,12 @@ def _step_key(step: Any) -> str:
 
 
 def scores_path(model_name: str, genome: str, split: str, cache_dir: Path = CACHE_DIR) -> Path:
-    """The JSONL file of per-step scores of one model x genome x split."""
-    return cache_dir / f"scores-{model_name}-{genome}-{split}.jsonl"
+    """The JSONL file of per-step scores of one model x genome x split, made by this version of the agent code
+    (:func:`benchmarks.common.code_version`: the candidates, the prompt and the scoring all live in
+    ``es_agent/``, so a score cached by other agent code is never read as this code's)."""
+    from benchmarks.common import code_version
+
+    return cache_dir / f"scores-{model_name}-{genome}-{split}-{code_version()}.jsonl"
 
 
 def read_scores(path: Path) -> dict[str, Any]:
@@ -186,9 +191,9 @@ def step_scores(model_name: str, model: Any, tok: Any, genome: str, steps: Seque
                 cache_dir: Path = CACHE_DIR, log: Callable[[str], None] = print,
                 budget_s: float | None = None) -> list[Any]:
     """Every step's :class:`~es_agent.policy.StepScores` (``None`` for a step left unscored when
-    ``budget_s`` seconds ran out), each appended to
-    ``scores-<model>-<genome>-<split>.jsonl`` in ``cache_dir`` as soon as it is computed and read back from
-    there next time (keyed by the step's task, index, action, history and observation)."""
+    ``budget_s`` seconds ran out), each appended to :func:`scores_path` in ``cache_dir`` as soon as it is
+    computed and read back from there next time (keyed by the step's task, index, action, history and
+    observation)."""
     path = scores_path(model_name, genome, split, cache_dir)
     cached = read_scores(path)
     todo = [s for s in steps if _step_key(s) not in cached]

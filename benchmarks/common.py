@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import importlib
 import json
 import math
@@ -424,3 +425,27 @@ def random_init_(model: Any, gen: Any) -> None:
                 p.fill_(1.0)
             else:
                 p.zero_()
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], capture_output=True, text=True, check=True, cwd=REPO_ROOT).stdout
+
+
+def code_version(commit: str = "HEAD") -> str:
+    """The git tree id of ``es_agent/`` at ``commit``; for ``HEAD``, plus ``+`` and a digest of the
+    uncommitted changes under ``es_agent/`` when there are any. :class:`BenchmarkError` outside a git
+    checkout (the cache key needs a version)."""
+    try:
+        tree = _git("rev-parse", f"{commit}:es_agent").strip()
+        if commit != "HEAD":
+            return tree[:12]
+        diff = _git("diff", "HEAD", "--", "es_agent")
+        untracked = _git("ls-files", "--others", "--exclude-standard", "--", "es_agent").split()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise BenchmarkError(f"cannot read the version of es_agent/ at {commit!r}: {exc}") from exc
+    if not diff and not untracked:
+        return tree[:12]
+    digest = hashlib.sha256(diff.encode())
+    for name in sorted(untracked):
+        digest.update(name.encode() + b"\0" + (REPO_ROOT / name).read_bytes())
+    return f"{tree[:12]}+{digest.hexdigest()[:8]}"

@@ -238,6 +238,7 @@ def test_agreement_end_to_end_on_real_tasks(tiny: tuple[Any, Any], tmp_path: Pat
     """Two real bundled test tasks: reference trajectories recorded through the real env (cached), scored by
     the tiny model under every variant, the stop steps judged by the tasks' own evaluators."""
     from benchmarks.bench_agreement import VARIANTS, record, run
+    from benchmarks.common import code_version
     from webarena_gym.embedded import default_tasks
 
     tasks = default_tasks("test")
@@ -257,7 +258,7 @@ def test_agreement_end_to_end_on_real_tasks(tiny: tuple[Any, Any], tmp_path: Pat
     assert answer is not None
     names = [r["agree"] for r in run_["records"]]
     assert all(set(a) == {f"{s}@{w:g}" if w != 1.0 else s for s, w in VARIANTS} for a in names)
-    assert (tmp_path / "scores-tiny-no_skill-test.jsonl").exists()
+    assert (tmp_path / f"scores-tiny-no_skill-test-{code_version()}.jsonl").exists()
     calls: list[int] = []
     handle = model.register_forward_pre_hook(lambda *_: calls.append(1))
     try:  # a second run reads the recorded trajectories and the scores from the cache: no browser, no forward
