@@ -262,6 +262,7 @@ def execute_run(grid_base: Path, run: GridRun, out: Path,
                       run_dir=str(run.run_dir(out).relative_to(out)),
                       command=train_command(grid_base, run, out),
                       curve=training_curve(run.run_dir(out)),
+                      updates=update_summary(run.run_dir(out)),
                       budget_planned=run.budget.to_dict() if run.budget else None,
                       budget_actual=actual_budget(run.run_dir(out)), seconds_train=seconds_train)
     rewards = {str(t): float(v) for t, v in scored["rewards"].items()}
@@ -338,6 +339,20 @@ def training_curve(run_dir: Path) -> list[float]:
     from cotrain.checkpoint import RunDir
 
     return [float(m["success_rate"]) for m in RunDir.open(run_dir).metrics()]
+
+
+def update_summary(run_dir: Path) -> dict[str, Any]:
+    """How many of a finished run's weight updates were empty, and why (``update_empty`` and
+    ``update_empty_reason`` of its metrics): all rewards tied, weights not evolved, coefficients cancelled."""
+    from cotrain.checkpoint import RunDir
+
+    metrics = RunDir.open(run_dir).metrics()
+    reasons: dict[str, int] = {}
+    for m in metrics:
+        if m.get("update_empty"):
+            reason = str(m.get("update_empty_reason", "unknown"))
+            reasons[reason] = reasons.get(reason, 0) + 1
+    return {"generations": len(metrics), "empty": sum(reasons.values()), "empty_reasons": reasons}
 
 
 def actual_budget(run_dir: Path) -> dict[str, Any]:

@@ -130,6 +130,7 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
                 entry["budget_actual"] = {
                     "episodes": [a["episodes"] for a in actual], "steps": [a.get("steps") for a in actual]}
             entry["curve_mean"] = _mean_curve([r.get("curve") or [] for r in runs])
+            entry["updates"] = [r.get("updates") for r in runs]
             entry["seconds_train"] = [float(r.get("seconds_train") or 0.0) for r in runs]
             arms[arm] = entry
             if start is not None and arm != START_ARM and outcome_matrix(runs, "heldout").shape[1]:
@@ -307,6 +308,20 @@ def render_markdown(report: Mapping[str, Any], pngs: Mapping[str, str]) -> str:
     lines += ["", "## Budgets (training only; the held-out scoring is the same for every arm)", "",
               *_table(["setting", "arm", "planned episodes", "planned steps (at most)",
                        "actual episodes per seed", "actual steps per seed", "train s per seed"], rows)]
+    rows = []
+    for name, s in report["settings"].items():
+        for arm, a in s["arms"].items():
+            if arm == START_ARM:
+                continue
+            ups = [u for u in a.get("updates") or [] if u]
+            curve = a.get("curve_mean") or []
+            rows.append([name, arm, " ".join(f"{u['empty']}/{u['generations']}" for u in ups) or "-",
+                         "; ".join(sorted({r for u in ups for r in u.get("empty_reasons", {})})) or "-",
+                         f"{sum(curve) / len(curve):.3f}" if curve else "-"])
+    lines += ["", "## Why a centre moves or not: empty weight updates per seed (all rewards tied, ...) and "
+              "the population's training success", "",
+              *_table(["setting", "arm", "empty updates / generations", "reasons",
+                       "population training success, mean over generations"], rows)]
     lines += ["", "## Learning curves (population training success per generation, mean over seeds)", ""]
     lines += [f"- {name}: ![{name}]({pngs[name]})" for name in report["settings"] if name in pngs]
     lines += ["", "## Pending runs", ""]

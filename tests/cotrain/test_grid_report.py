@@ -29,6 +29,8 @@ def result(setting: str, tier: int, arm: str, seed: int | None, solved: list[int
             "tasks": {"test": TEST, "test_unseen": UNSEEN},
             "rewards": {str(t): 1.0 if t in solved else 0.0 for t in TEST + UNSEEN},
             "curve": [0.0, 0.5], "seconds_train": 1.0,
+            "updates": None if seed is None else {"generations": 2, "empty": seed, "empty_reasons":
+                                                  {"all rewards tie": seed} if seed else {}},
             "budget_planned": None if seed is None else {"episodes": 6, "steps": 6},
             "budget_actual": None if seed is None else {"episodes": 6, "steps": None}}
 
@@ -84,6 +86,7 @@ def test_report_on_hand_computed_outcomes_with_a_merged_directory(tmp_path: Path
                                                           "tiers": "grid-tiers.png"}
     markdown = paths[1].read_text()
     assert "| tiny0_shopping_t1 | weights | 2 | 100.0 [100.0, 100.0] | 0.0 [0.0, 0.0] | 50.0" in markdown
+    assert "| tiny0_shopping_t1 | weights | 0/2 1/2 | all rewards tie | 0.250 |" in markdown
     assert all(p.stat().st_size > 0 for p in paths)
 
 

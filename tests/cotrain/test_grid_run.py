@@ -130,6 +130,10 @@ def test_tiny_grid_runs_every_run_once_and_scores_the_held_out_tasks(grid: Grid)
         # fails every task): the actual count read back from the metrics is the planned one
         assert both["budget_planned"]["episodes"] == 4 + 2
         assert both["budget_actual"]["episodes"] == both["budget_planned"]["episodes"]
+        # the tiny model fails every task: every generation's rewards tie, so every weight update is empty,
+        # and the steps are counted (1 step per episode here)
+        assert both["updates"]["generations"] == 2 and both["updates"]["empty"] == 2
+        assert both["budget_actual"]["steps"] == 4
         assert (out / both["run_dir"] / "run.json").is_file()
         assert both["command"].startswith("esopt train --config ")
 
