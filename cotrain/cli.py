@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cotrain.errors import CotrainError
+from es_agent import interrupt
 from es_agent.errors import EsAgentError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -61,6 +62,7 @@ _DRIVER_FILTER = _InterruptedDriverFilter()
 def _on_sigint(signum: int, frame: types.FrameType | None) -> None:
     """Python's own SIGINT handler (raise KeyboardInterrupt), after noting the interrupt for the filter."""
     _DRIVER_FILTER.interrupted = True
+    interrupt.request()
     signal.default_int_handler(signum, frame)
 
 
@@ -166,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     own_handler = (threading.current_thread() is threading.main_thread()
                    and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
     if own_handler:
+        interrupt.clear()
         signal.signal(signal.SIGINT, _on_sigint)
     try:
         return _dispatch(args)

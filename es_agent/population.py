@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from es_agent import interrupt
 from es_agent.actions_space import build_candidates
 from es_agent.decoding import BatchState, prefill_batch, score_candidates_batch
 from es_agent.rollout import EpisodeResult, StepRecord, _digest, _head
@@ -342,6 +343,7 @@ class PopulationRunner:
                     raise
                 replica.close_env()
                 self.close()
+                interrupt.raise_if_requested(exc)  # the browser died of the user's Ctrl-C: stop, do not retry
                 if attempt == 2:
                     raise EpisodeInfrastructureError(
                         f"task {task!r}: a lockstep group of {len(members)} members failed twice for an "

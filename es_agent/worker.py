@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from es_agent import interrupt
 from es_agent.errors import EpisodeInfrastructureError, ReplicaStateError, SpecError
 from es_agent.noise import derive_seed
 from es_agent.perturb_pipeline import PerturbationPipeline
@@ -298,6 +299,7 @@ class Replica:
                 if not self.env_spec.is_infrastructure_error(exc):
                     raise
                 self.close_env()
+                interrupt.raise_if_requested(exc)  # the browser died of the user's Ctrl-C: stop, do not retry
                 if attempt == 2:
                     raise EpisodeInfrastructureError(
                         f"task {task_id!r}: the episode failed twice for an infrastructure reason "

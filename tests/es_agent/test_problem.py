@@ -326,6 +326,28 @@ def test_infrastructure_failures_are_retried_once_then_raised(
     assert p.local_replica.env().unwrapped is env_made and env_made.resets == resets + 1
 
 
+def test_an_infrastructure_failure_after_ctrl_c_is_the_interrupt_not_retried(
+        make_problem: Callable[..., AgentProblem]) -> None:
+    """Ctrl-C reaches the browser too: when it dies of the interrupt, the episode's failure stops the run
+    (KeyboardInterrupt) instead of being retried on a rebuilt browser."""
+    from es_agent import interrupt
+
+    env = EnvSpec(env_id=TOY_ID, module=None, kwargs={"crash_key": "ctrl-c"}, max_steps=3,
+                  infra_errors=("ToyCrash",))
+    p = make_problem(env=env)
+    p.set_task_batch([0])
+    CRASHES["ctrl-c"] = 1
+    interrupt.request()
+    try:
+        with pytest.raises(KeyboardInterrupt, match="interrupted"):
+            p.evaluate_rows(POP[:1])
+        assert CRASHES["ctrl-c"] == 0, "the crash happened once and was not retried"
+    finally:
+        interrupt.clear()
+        CRASHES["ctrl-c"] = 0
+    assert p.evaluate_rows(POP[:1]).shape == (1, 1)  # cleared: the next episode runs
+
+
 # ------------------------------------------------------------------------------------------ Ray + browser
 
 PAGE = ("<html><head><title>Toy Shop</title></head><body><h1>Wireless Mouse</h1><p>Price: 19.99</p>"
