@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cotrain.config import ResolvedSettings, TrainConfig, config_from_dict, with_resolved
+from cotrain.config import ResolvedSettings, TrainConfig, saved_config_from_dict, with_resolved
 from cotrain.distribution import CoEvolutionDistribution
 from cotrain.errors import CheckpointError, ConfigError, RunDirError, RunIntegrityError
 from cotrain.integrity import (
@@ -282,7 +282,7 @@ class RunDir:
                               f"expected {RUN_FORMAT!r})")
         _check_manifest(manifest, manifest_path)
         try:
-            config = config_from_dict(read_json(path / "config.json"))
+            config = saved_config_from_dict(read_json(path / "config.json"))
         except ConfigError as exc:
             raise RunDirError(f"corrupt file {path / 'config.json'}: {exc}") from None
         if manifest["format"] == RUN_FORMAT:  # a valid config that is not the one the run started with

@@ -461,6 +461,22 @@ def config_from_dict(data: Mapping[str, Any]) -> TrainConfig:
     return built
 
 
+PRE_PRIOR_BASELINE_PRIOR = 0.0
+"""``es.baseline_prior`` of a saved ``config.json`` that has none: runs made before the prior existed started
+their prompt categoricals uniform, so replaying or resuming them must rebuild that uniform start."""
+
+
+def saved_config_from_dict(data: Mapping[str, Any]) -> TrainConfig:
+    """The :class:`TrainConfig` of a run directory's ``config.json``. Unlike a TOML file, whose missing keys
+    take today's defaults, a saved config is what its run was made with: a missing ``es.baseline_prior``
+    (a run older than the prior) means :data:`PRE_PRIOR_BASELINE_PRIOR`. Raises ConfigError."""
+    data = dict(data)
+    es = data.get("es")
+    if isinstance(es, Mapping) and "baseline_prior" not in es:
+        data["es"] = {**es, "baseline_prior": PRE_PRIOR_BASELINE_PRIOR}
+    return config_from_dict(data)
+
+
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
     """Read a TOML file and apply ``section.key=value`` overrides; raises ConfigError."""
     file = Path(path)

@@ -18,6 +18,7 @@ from cotrain.config import (
     load_config,
     parse_override_value,
     resolve_settings,
+    saved_config_from_dict,
     with_resolved,
 )
 from cotrain.distribution_config import CoEvolutionConfig
@@ -127,8 +128,12 @@ def test_saved_config_json_of_the_previous_layout_loads(tmp_path: Path) -> None:
                   "weight_normalisation": "total_weight",
                   "shaping": {"method": "centered_ranks", "per_task_centering": True,
                               "per_task_scaling": False}}}
-    cfg = config_from_dict(old)
-    assert cfg.to_dict()["es"] == old["es"] and cfg.to_dict()["agent"] == old["agent"]
+    cfg = saved_config_from_dict(old)
+    # a run older than the prompt prior started uniform: its saved config means baseline_prior 0, not 0.5
+    assert cfg.es.distribution.baseline_prior == 0.0
+    assert config_from_dict(old).es.distribution.baseline_prior == 0.5  # a TOML file takes today's default
+    assert cfg.to_dict()["es"] == {**old["es"], "baseline_prior": 0.0}
+    assert cfg.to_dict()["agent"] == old["agent"]
     assert cfg.to_dict()["env"] == old["env"]
     assert cfg.es.distribution.total_generations == 2 and cfg.env.spec.max_steps == 2
 
