@@ -477,16 +477,20 @@ def saved_config_from_dict(data: Mapping[str, Any]) -> TrainConfig:
     return config_from_dict(data)
 
 
+def read_toml(file: Path, error: type[ConfigError] = ConfigError,
+              what: str = "config file") -> dict[str, Any]:
+    """The tables of a TOML file; a missing or unreadable file is ``error`` naming it."""
+    try:
+        return tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"{what} not found: {file}") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise error(f"{file}: cannot read TOML ({exc})") from None
+
+
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
     """Read a TOML file and apply ``section.key=value`` overrides; raises ConfigError."""
-    file = Path(path)
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {file}") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{file}: cannot read TOML ({exc})") from None
-    return config_from_dict(apply_overrides(data, overrides))
+    return config_from_dict(apply_overrides(read_toml(Path(path)), overrides))
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:

@@ -34,10 +34,10 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cotrain.checkpoint import atomic_write_json, read_json
 from cotrain.errors import GridConfigError, GridError
@@ -55,6 +55,9 @@ from cotrain.grid_config import (
     run_overrides,
     setting_tasks,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cotrain.config import TrainConfig
 
 RESULT_FORMAT = "esopt-grid-result/1"
 """Tag of a run's ``result.json``."""
@@ -261,10 +264,9 @@ def execute_run(grid_base: Path, run: GridRun, out: Path,
         result.update(genome=scored.get("genome"), generation=scored.get("generation"),
                       run_dir=str(run.run_dir(out).relative_to(out)),
                       command=train_command(grid_base, run, out),
-                      curve=training_curve(run.run_dir(out)),
-                      updates=update_summary(run.run_dir(out)),
+                      **run_summary(run.run_dir(out)),
                       budget_planned=run.budget.to_dict() if run.budget else None,
-                      budget_actual=actual_budget(run.run_dir(out)), seconds_train=seconds_train)
+                      seconds_train=seconds_train)
     rewards = {str(t): float(v) for t, v in scored["rewards"].items()}
     result["rewards"] = rewards
     result["success"] = {split: _success(rewards, tasks.heldout[split]) for split in HELDOUT_SPLITS}
@@ -334,19 +336,26 @@ def _train_or_resume(cfg: Any, run: GridRun, out: Path, log: Callable[[str], Non
     return time.perf_counter() - started
 
 
-def training_curve(run_dir: Path) -> list[float]:
-    """Population training success per generation (``metrics.jsonl``)."""
+def run_summary(run_dir: Path) -> dict[str, Any]:
+    """What a finished run's result records from its directory, opened and its metrics read once:
+    ``curve`` (:func:`training_curve`), ``updates`` (:func:`update_summary`) and ``budget_actual``
+    (:func:`actual_budget`)."""
     from cotrain.checkpoint import RunDir
 
-    return [float(m["success_rate"]) for m in RunDir.open(run_dir).metrics()]
+    run = RunDir.open(run_dir)
+    metrics = run.metrics()
+    return {"curve": training_curve(metrics), "updates": update_summary(metrics),
+            "budget_actual": actual_budget(run.config, metrics)}
 
 
-def update_summary(run_dir: Path) -> dict[str, Any]:
+def training_curve(metrics: Sequence[Mapping[str, Any]]) -> list[float]:
+    """Population training success per generation (a run's ``metrics.jsonl``)."""
+    return [float(m["success_rate"]) for m in metrics]
+
+
+def update_summary(metrics: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """How many of a finished run's weight updates were empty, and why (``update_empty`` and
     ``update_empty_reason`` of its metrics): all rewards tied, weights not evolved, coefficients cancelled."""
-    from cotrain.checkpoint import RunDir
-
-    metrics = RunDir.open(run_dir).metrics()
     reasons: dict[str, int] = {}
     for m in metrics:
         if m.get("update_empty"):
@@ -355,16 +364,13 @@ def update_summary(run_dir: Path) -> dict[str, Any]:
     return {"generations": len(metrics), "empty": sum(reasons.values()), "empty_reasons": reasons}
 
 
-def actual_budget(run_dir: Path) -> dict[str, Any]:
+def actual_budget(cfg: TrainConfig, metrics: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The episodes a finished run used, read from its metrics: rollouts of every generation, the centre
     episodes of its reflective mutations (one per task the generation's evolver reflected on: the tasks some
     candidate failed, at most ``prompts.reflect_tasks``, in the generations its seeded draw chose) and centre
     evaluations. ``steps`` is the env steps when the metrics count them (``env_steps``), else ``None``."""
-    from cotrain.checkpoint import RunDir
     from cotrain.prompt_evolution import FailureReport
 
-    run = RunDir.open(run_dir)
-    cfg, metrics = run.config, run.metrics()
     chosen = set(reflection_generations(cfg))
     train = sum(int(m.get("rollouts_done", 0)) for m in metrics)
     reflect = sum(len(FailureReport(int(m["iter"]), dict(m.get("per_task_success", {})))

@@ -39,7 +39,6 @@ scoring afterwards costs every arm the same and is reported separately.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,14 +143,10 @@ def _int_list(value: Any, key: str, minimum: int) -> tuple[int, ...]:
 
 def load_grid_config(path: str | Path) -> GridConfig:
     """Read and check a grid file; every problem is a GridConfigError naming the key (``grid.seeds``)."""
+    from cotrain.config import read_toml
+
     file = Path(path)
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GridConfigError(f"grid config file not found: {file}") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise GridConfigError(f"{file}: cannot read TOML ({exc})") from None
-    return grid_config_from_dict(data, file)
+    return grid_config_from_dict(read_toml(file, GridConfigError, "grid config file"), file)
 
 
 def grid_config_from_dict(data: Mapping[str, Any], path: Path) -> GridConfig:

@@ -47,24 +47,29 @@ class RunTasks:
         return cls(tuple(data["train"]), tuple(data["eval"]))
 
 
-def _env_tasks(env: EnvConfig, split: str | None) -> list[tuple[TaskId, Any]]:
-    """``(task id, intent_template_id or None)`` of every task of ``split`` in the env (built once with
-    ``split=``, read from its ``tasks[*]`` or ``task_ids``, closed); an env that cannot be built is a
-    ConfigError."""
+def _listed_tasks(env: EnvConfig, split: str | None, context: str) -> tuple[Any, Any]:
+    """The env's ``tasks`` and ``task_ids`` attributes (each ``None`` when absent), built once with
+    ``split=`` and closed; an env that cannot be built is a ConfigError starting with ``context``."""
     spec = env.spec_for(split)
     try:
         instance = spec.make()
     except Exception as exc:  # any construction failure is reported as the configuration problem it is
-        raise ConfigError(f"env.split / eval.split: cannot build {spec.env_id!r} with split={split!r}: "
+        raise ConfigError(f"{context}cannot build {spec.env_id!r} with split={split!r}: "
                           f"{type(exc).__name__}: {exc}") from exc
     try:
         inner = instance.unwrapped
-        tasks = getattr(inner, "tasks", None)
-        if tasks is not None:
-            return [(t.task_id, getattr(t, "intent_template_id", None)) for t in tasks]
-        ids = getattr(inner, "task_ids", None)
+        return getattr(inner, "tasks", None), getattr(inner, "task_ids", None)
     finally:
         instance.close()
+
+
+def _env_tasks(env: EnvConfig, split: str | None) -> list[tuple[TaskId, Any]]:
+    """``(task id, intent_template_id or None)`` of every task of ``split`` in the env (built once with
+    ``split=``, read from its ``tasks[*]`` or ``task_ids``, closed); an env that cannot be built is a
+    ConfigError."""
+    tasks, ids = _listed_tasks(env, split, "env.split / eval.split: ")
+    if tasks is not None:
+        return [(t.task_id, getattr(t, "intent_template_id", None)) for t in tasks]
     if ids is None:
         raise ConfigError(f"env: {env.spec.env_id!r} lists no tasks (no `task_ids` or `tasks` attribute); "
                           "set env.train_tasks and eval.tasks explicitly")
@@ -181,15 +186,7 @@ def split_site_tasks(env: EnvConfig, split: str) -> dict[tuple[str, str], tuple[
     ``reddit``). The env is built once. An env whose tasks carry no ``sites`` and ``extras["split"]`` is a
     ConfigError."""
     spec = env.spec_for(split)
-    try:
-        instance = spec.make()
-    except Exception as exc:  # any construction failure is reported as the configuration problem it is
-        raise ConfigError(f"cannot build {spec.env_id!r} with split={split!r}: {type(exc).__name__}: "
-                          f"{exc}") from exc
-    try:
-        tasks = getattr(instance.unwrapped, "tasks", None)
-    finally:
-        instance.close()
+    tasks, _ = _listed_tasks(env, split, "")
     if tasks is None:
         raise ConfigError(f"{spec.env_id!r} lists no tasks with sites (no `tasks` attribute)")
     table: dict[tuple[str, str], list[TaskId]] = {}

@@ -262,16 +262,18 @@ class AgentProblem(AgentProblemBase):
         key)."""
         return self._dispatch.status()
 
+    def _reports(self) -> list[dict[str, Any]]:
+        return [w.report for w in self._dispatch.workers if w.report is not None]
+
     @property
     def last_env_steps(self) -> int:
         """Env steps (actions) of the last evaluation's episodes, summed over workers."""
-        reports = [w.report for w in self._dispatch.workers if w.report is not None]
-        return sum(int(r.get("steps", 0)) for r in reports)
+        return sum(int(r.get("steps", 0)) for r in self._reports())
 
     @property
     def last_timings(self) -> dict[str, float]:
         """Seconds in perturb/restore, rollouts, updates and builds, summed over workers, last evaluation."""
-        reports = [w.report for w in self._dispatch.workers if w.report is not None]
+        reports = self._reports()
         return {name: float(sum(r[name] for r in reports)) for name in _REPORT_TIMINGS}
 
     def restart_worker(self, index: int) -> None:
