@@ -112,7 +112,10 @@ def test_export_replays_the_log_and_loads_with_transformers(runs: dict[str, Any]
     # The uninterrupted run's workers reported the centre after generation 3 at the start of generation 4.
     full_metrics = RunDir.open(runs["full"].run_dir).metrics()
     assert manifest["checksum"] == full_metrics[3]["workers"][0]["checksum"]
-    model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    # in the dtype the run resolved "auto" to (bfloat16 on a CPU with avx512_bf16 or AMX): the checksum is
+    # of the weights as the workers held them
+    dtype = RunDir.open(runs["root"] / "stopped").config.agent.dtype
+    model = AutoModelForCausalLM.from_pretrained(out, dtype=getattr(torch, dtype))
     assert weights_checksum(model) == manifest["checksum"]
     best = json.loads((out / "best_prompt.json").read_text())
     assert set(best["texts"]) == {"system", "skills", "action_format"} and best["system_prompt"]
