@@ -18,13 +18,14 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cotrain.errors import CotrainError
 from es_agent import interrupt
@@ -42,21 +43,47 @@ EXIT_INTERRUPTED = 130
 _DRIVER_CLOSED = "Connection closed while reading from the driver"
 
 
+_CLOSED_LOOP_CHILD = re.compile(r"^Loop .* that handles pid \d+ is closed$")
+
+
 class _InterruptedDriverFilter(logging.Filter):
-    """Drops asyncio's "Future exception was never retrieved" report of a Playwright driver connection that
-    closed after an interrupt: Ctrl-C reaches the whole process group, so the browser driver dies with the
-    run, and the future that recorded its end is collected unread. Only after an interrupt; every other
-    record passes."""
+    """Drops asyncio's and Playwright's reports of a Playwright driver that went away with an interrupt:
+    Ctrl-C reaches the whole process group, so the browser driver dies with the run, and the future that
+    recorded its end is collected unread ("Future exception was never retrieved"); a driver whose start the
+    interrupt cut short outlives its event loop ("Loop ... that handles pid N is closed"); the reply to a
+    command the interrupt abandoned finds no caller ("Error occurred in event listener": "Cannot find command
+    to respond"). Only after an interrupt; every other record passes."""
 
     interrupted = False
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if not self.interrupted:
+            return True
         message = record.getMessage()
-        return not (self.interrupted and message.startswith("Future exception was never retrieved")
-                    and _DRIVER_CLOSED in message)
+        error = record.exc_info[1] if record.exc_info else None
+        return not ((message.startswith("Future exception was never retrieved") and _DRIVER_CLOSED in message)
+                    or _CLOSED_LOOP_CHILD.match(message)
+                    or (message == "Error occurred in event listener"
+                        and str(error).startswith("Cannot find command to respond")))
 
 
 _DRIVER_FILTER = _InterruptedDriverFilter()
+
+
+def _unraisable_after_interrupt(hook: Callable[[Any], object]) -> Callable[[Any], object]:
+    """``sys.unraisablehook`` that drops one report after an interrupt: the pipe transport of a Playwright
+    driver whose start the interrupt cut short, collected after its event loop closed ("Event loop is
+    closed" in ``BaseSubprocessTransport.__del__``). Everything else goes to ``hook``."""
+
+    def unraisable(info: Any) -> object:
+        where = getattr(getattr(info, "object", None), "__qualname__", "")
+        if (_DRIVER_FILTER.interrupted and isinstance(info.exc_value, RuntimeError)
+                and str(info.exc_value) == "Event loop is closed" and where.endswith("Transport.__del__")):
+            return None
+        return hook(info)
+
+    unraisable.esopt_filter = True  # type: ignore[attr-defined]
+    return unraisable
 
 
 def _on_sigint(signum: int, frame: types.FrameType | None) -> None:
@@ -165,6 +192,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("EVOTORCH_VERBOSE_LEVEL", "0")  # EvoTorch's INFO lines would break the dashboard
     logging.getLogger("asyncio").addFilter(_DRIVER_FILTER)
+    logging.getLogger("playwright").addFilter(_DRIVER_FILTER)
+    if not getattr(sys.unraisablehook, "esopt_filter", False):  # kept after return: the collection is late
+        sys.unraisablehook = _unraisable_after_interrupt(sys.unraisablehook)
     own_handler = (threading.current_thread() is threading.main_thread()
                    and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
     if own_handler:
@@ -186,6 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if own_handler:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            interrupt.clear()  # a library call made later in this process starts uninterrupted
 
 
 def _interrupted(command: str) -> int:

@@ -42,6 +42,7 @@ from cotrain.errors import ConfigError
 from cotrain.prompt_evolution import ModelTextWriter, PromptEvolver, ReplicaTrajectories
 from cotrain.searcher import CoEvolutionES
 from cotrain.tasks import TaskId, resolve_tasks, run_tasks
+from es_agent import interrupt
 
 if TYPE_CHECKING:  # pragma: no cover
     from cotrain.checkpoint import RunState
@@ -278,6 +279,7 @@ def run_generations(run: RunDir, *, progress: ProgressFactory | None = None,
     try:
         logger.start()
         while searcher.step_count < total and (stop_after is None or ran < stop_after):
+            interrupt.check()  # a Ctrl-C whose KeyboardInterrupt was lost inside the browser's event loop
             step_started = time.perf_counter()
             searcher.step()
             ran += 1

@@ -6,6 +6,11 @@ Ctrl-C reaches the whole process group, so the browser can die of the same SIGIN
 driver's event loop. The episode then fails with a "browser is gone" error, which is an infrastructure error
 and would be retried on a rebuilt browser: the run would go on after the user asked it to stop. With the flag
 set, the retry raises ``KeyboardInterrupt`` instead.
+
+The handler itself can run late: after the failed episode was already retried (the signal is handled at a
+bytecode boundary of the main thread, which may be inside the rebuild), and its ``KeyboardInterrupt`` can be
+lost there too, while the flag stays set. So every episode attempt and every generation also start with
+:func:`check`: a lost interrupt stops the run within one episode.
 """
 
 from __future__ import annotations
@@ -35,3 +40,9 @@ def raise_if_requested(exc: BaseException) -> None:
     during an interrupt really is. Otherwise nothing."""
     if _REQUESTED.is_set():
         raise KeyboardInterrupt(f"interrupted ({type(exc).__name__}: {exc})") from exc
+
+
+def check() -> None:
+    """``KeyboardInterrupt`` when an interrupt was requested (the start of an episode or a generation)."""
+    if _REQUESTED.is_set():
+        raise KeyboardInterrupt("interrupted")

@@ -332,6 +332,7 @@ class PopulationRunner:
         replica = self.replica
         for attempt in (1, 2):
             envs = [self.env(b) for b in range(len(members))]
+            interrupt.check()  # a Ctrl-C whose KeyboardInterrupt was lost in a (re)build of the browsers
             perturb_before = self.population.seconds_perturb
             started = time.perf_counter()
             try:

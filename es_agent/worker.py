@@ -292,6 +292,7 @@ class Replica:
 
         for attempt in (1, 2):
             env = self.env()
+            interrupt.check()  # a Ctrl-C whose KeyboardInterrupt was lost in a (re)build of the browser
             try:
                 result = run_episode(env, policy, seed=seed, options={"task_id": task_id},
                                      max_steps=self.env_spec.max_steps)

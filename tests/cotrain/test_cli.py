@@ -290,3 +290,42 @@ def test_ctrl_c_on_train_is_quiet_and_a_second_writer_is_refused(tmp_path: Path,
     assert proc.returncode == 130, stderr
     assert "Future exception was never retrieved" not in stderr and "Traceback" not in stderr, stderr
     assert "interrupted" in stderr
+
+
+def test_the_interrupt_filters_drop_only_the_driver_leftovers_and_only_after_an_interrupt(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reports a Playwright driver leaves when Ctrl-C cuts it short (seen in the subprocess test above,
+    depending on where the signal lands) are dropped after an interrupt, and only those."""
+    import logging
+    import types
+
+    from cotrain import cli as cli_module
+
+    flt = cli_module._InterruptedDriverFilter()
+
+    def record(message: str, error: BaseException | None = None) -> logging.LogRecord:
+        return logging.LogRecord("playwright", logging.ERROR, __file__, 1, message, None,
+                                 (type(error), error, None) if error else None)
+
+    no_reply = RuntimeError("Cannot find command to respond: x")
+    leftovers = [record(f"Future exception was never retrieved\n{cli_module._DRIVER_CLOSED}"),
+                 record("Loop <_UnixSelectorEventLoop closed=True> that handles pid 27312 is closed"),
+                 record("Error occurred in event listener", no_reply)]
+    others = [record("Error occurred in event listener", RuntimeError("something else")),
+              record("Future exception was never retrieved\nValueError: boom"), record("a warning")]
+    assert all(flt.filter(r) for r in leftovers + others)  # before an interrupt: everything passes
+    flt.interrupted = True
+    assert [flt.filter(r) for r in leftovers] == [False] * 3
+    assert all(flt.filter(r) for r in others)
+
+    seen: list[object] = []
+    monkeypatch.setattr(cli_module._DRIVER_FILTER, "interrupted", True)
+    hook = cli_module._unraisable_after_interrupt(seen.append)
+
+    def transport_del() -> None: ...
+    transport_del.__qualname__ = "BaseSubprocessTransport.__del__"
+    closed = types.SimpleNamespace(exc_value=RuntimeError("Event loop is closed"), object=transport_del)
+    other = types.SimpleNamespace(exc_value=RuntimeError("Event loop is closed"), object=print)
+    hook(closed)
+    hook(other)
+    assert seen == [other]

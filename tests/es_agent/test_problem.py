@@ -36,6 +36,9 @@ GOALS = {0: "What is the price?", 1: "What colour is it?", 2: "Which product is 
          3: "How many reviews?"}
 CRASHES: dict[str, int] = {}
 """crash key -> how many more resets raise :class:`ToyCrash`."""
+INTERRUPTS: dict[str, str] = {}
+"""crash key -> when the env notes a Ctrl-C (``es_agent.interrupt.request``), standing for the SIGINT
+handler: ``"crash"`` (as the browser dies of it) or ``"rebuild"`` (late: while the env is rebuilt)."""
 
 
 class ToyCrash(RuntimeError):
@@ -53,6 +56,10 @@ class ToyWebEnv(gym.Env):
         self.action_space = spaces.Text(max_length=512, min_length=0, charset=CHARSET)
         self.crash_key = crash_key
         self.resets = 0
+        if crash_key and INTERRUPTS.get(crash_key) == "rebuild" and CRASHES.get(crash_key, 0) == 0:
+            from es_agent import interrupt
+
+            interrupt.request()
 
     def _obs(self) -> dict[str, str]:
         b = self._base
@@ -69,6 +76,10 @@ class ToyWebEnv(gym.Env):
         self.resets += 1
         if self.crash_key and CRASHES.get(self.crash_key, 0) > 0:
             CRASHES[self.crash_key] -= 1
+            if INTERRUPTS.get(self.crash_key) == "crash":
+                from es_agent import interrupt
+
+                interrupt.request()
             raise ToyCrash("toy browser crashed")
         self._task = int((options or {})["task_id"])
         if self._task not in TARGETS:
@@ -336,8 +347,7 @@ def test_an_infrastructure_failure_after_ctrl_c_is_the_interrupt_not_retried(
                   infra_errors=("ToyCrash",))
     p = make_problem(env=env)
     p.set_task_batch([0])
-    CRASHES["ctrl-c"] = 1
-    interrupt.request()
+    CRASHES["ctrl-c"], INTERRUPTS["ctrl-c"] = 1, "crash"
     try:
         with pytest.raises(KeyboardInterrupt, match="interrupted"):
             p.evaluate_rows(POP[:1])
@@ -345,7 +355,31 @@ def test_an_infrastructure_failure_after_ctrl_c_is_the_interrupt_not_retried(
     finally:
         interrupt.clear()
         CRASHES["ctrl-c"] = 0
+        INTERRUPTS.clear()
     assert p.evaluate_rows(POP[:1]).shape == (1, 1)  # cleared: the next episode runs
+
+
+def test_a_ctrl_c_noted_only_during_the_rebuild_stops_before_the_retried_episode(
+        make_problem: Callable[..., AgentProblem]) -> None:
+    """The SIGINT handler can run late, inside the rebuild after the failure was already taken for an
+    infrastructure error (its KeyboardInterrupt lost in the browser's event loop): the retried attempt
+    starts with the check and stops there, and so would the next generation (cotrain.trainer)."""
+    from es_agent import interrupt
+
+    env = EnvSpec(env_id=TOY_ID, module=None, kwargs={"crash_key": "late"}, max_steps=3,
+                  infra_errors=("ToyCrash",))
+    p = make_problem(env=env)
+    p.set_task_batch([0])
+    CRASHES["late"], INTERRUPTS["late"] = 1, "rebuild"
+    try:
+        with pytest.raises(KeyboardInterrupt, match="interrupted"):
+            p.evaluate_rows(POP[:1])
+        assert CRASHES["late"] == 0 and interrupt.requested()
+        assert p.local_replica.stats.episodes == 0  # the retry was not run
+    finally:
+        interrupt.clear()
+        CRASHES["late"] = 0
+        INTERRUPTS.clear()
 
 
 # ------------------------------------------------------------------------------------------ Ray + browser
