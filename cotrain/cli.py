@@ -86,11 +86,39 @@ def _unraisable_after_interrupt(hook: Callable[[Any], object]) -> Callable[[Any]
     return unraisable
 
 
+INTERRUPT_GRACE_S = 60.0
+"""After Ctrl-C, how long ``esopt`` waits for the command to stop cleanly before it exits anyway (130, the
+same line): a run directory is consistent at every moment (a SIGKILL leaves it resumable), while a
+``KeyboardInterrupt`` can be lost inside Playwright's event loop and a relaunch of the killed browser can
+wait on its dead driver."""
+_GRACE: dict[str, Any] = {"timer": None, "command": "", "reported": False}
+
+
 def _on_sigint(signum: int, frame: types.FrameType | None) -> None:
-    """Python's own SIGINT handler (raise KeyboardInterrupt), after noting the interrupt for the filter."""
+    """Python's own SIGINT handler (raise KeyboardInterrupt), after noting the interrupt for the filter and
+    starting the grace period (:data:`INTERRUPT_GRACE_S`)."""
     _DRIVER_FILTER.interrupted = True
     interrupt.request()
+    if _GRACE["timer"] is None:
+        timer = threading.Timer(INTERRUPT_GRACE_S, _exit_after_grace)
+        timer.daemon = True
+        _GRACE["timer"] = timer
+        timer.start()
     signal.default_int_handler(signum, frame)
+
+
+def _exit_after_grace() -> None:
+    """The grace period after Ctrl-C ran out: the interrupted line (unless printed), then exit 130 at once."""
+    if not _GRACE["reported"]:
+        print(_interrupted_line(str(_GRACE["command"])), file=sys.stderr, flush=True)
+    os._exit(EXIT_INTERRUPTED)
+
+
+def _cancel_grace() -> None:
+    timer = _GRACE["timer"]
+    if timer is not None:
+        timer.cancel()
+    _GRACE.update(timer=None, command="", reported=False)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -199,6 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
     if own_handler:
         interrupt.clear()
+        _cancel_grace()
+        _GRACE["command"] = args.command
         signal.signal(signal.SIGINT, _on_sigint)
     try:
         return _dispatch(args)
@@ -217,12 +247,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if own_handler:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             interrupt.clear()  # a library call made later in this process starts uninterrupted
+            _cancel_grace()
+
+
+def _interrupted_line(command: str) -> str:
+    return f"esopt {command}: interrupted; the run directory keeps its last completed generation"
 
 
 def _interrupted(command: str) -> int:
     _DRIVER_FILTER.interrupted = True
-    print(f"esopt {command}: interrupted; the run directory keeps its last completed generation",
-          file=sys.stderr)
+    _GRACE["reported"] = True
+    print(_interrupted_line(command), file=sys.stderr)
     return EXIT_INTERRUPTED
 
 

@@ -329,3 +329,38 @@ def test_the_interrupt_filters_drop_only_the_driver_leftovers_and_only_after_an_
     hook(closed)
     hook(other)
     assert seen == [other]
+
+
+def test_a_ctrl_c_that_does_not_stop_the_command_exits_130_after_the_grace_period(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The fallback of a lost KeyboardInterrupt: the handler's timer prints the interrupted line and exits 130
+    (os._exit, stood in for here); a command that stopped in time cancels it."""
+    from cotrain import cli as cli_module
+
+    exits: list[int] = []
+    monkeypatch.setattr(cli_module, "INTERRUPT_GRACE_S", 0.05)
+    monkeypatch.setattr(cli_module.os, "_exit", exits.append)
+    cli_module._cancel_grace()
+    cli_module._GRACE["command"] = "train"
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            cli_module._on_sigint(signal.SIGINT, None)
+        timer = cli_module._GRACE["timer"]
+        assert timer is not None
+        timer.join(5)
+        assert exits == [130]
+        err = capsys.readouterr().err
+        assert err == "esopt train: interrupted; the run directory keeps its last completed generation\n"
+        cli_module._cancel_grace()  # stopped in time: cancelled, nothing printed, no exit
+        cli_module._GRACE["command"] = "train"
+        with pytest.raises(KeyboardInterrupt):
+            cli_module._on_sigint(signal.SIGINT, None)
+        cli_module._cancel_grace()
+        time.sleep(0.2)
+        assert exits == [130] and capsys.readouterr().err == ""
+    finally:
+        cli_module._cancel_grace()
+        from es_agent import interrupt
+
+        interrupt.clear()
+        cli_module._DRIVER_FILTER.interrupted = False

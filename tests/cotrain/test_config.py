@@ -62,7 +62,7 @@ def test_components_are_the_specs_of_their_packages_nested_not_restated() -> Non
     # flat [es] keys land in es.distribution; total_generations is es.schedule_generations
     assert cfg.es.distribution == CoEvolutionConfig(sigma_0=0.05, sigma_min=0.01, total_generations=5)
     assert cfg.env.spec == EnvSpec(env_id="WebArenaLite-v0", module="webarena_gym", max_steps=2)
-    assert cfg.agent == AgentSpec(model="tiny:0", dtype="auto", policy={"max_prompt_tokens": 512})
+    assert cfg.agent == AgentSpec(model="tiny:0", dtype="float32", policy={"max_prompt_tokens": 512})
     # ... or es.generations when it is left out, also after a change of es.generations
     assert load_config(CONFIGS / "smoke.toml", ["es.generations=7"]).es.distribution.total_generations == 7
     longer = dataclasses.replace(cfg.es, generations=9, schedule_generations=None)
