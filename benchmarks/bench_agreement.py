@@ -21,8 +21,9 @@ Method (:mod:`es_agent.agreement` holds the definitions).
 Goal (issue #13): >= 50 % on the held-out splits (test + test_unseen) for the embedded SmolLM2.
 
 ``python -m benchmarks.bench_agreement [--models embedded embedded-qwen] [--genomes no_skill default
-webarena_cot] [--splits test test_unseen train] [--max-steps N] [--write]`` (``--write``: the results to
-benchmarks/results/agreement.{md,json}; ``--reachability``: only the reachable steps, no forward);
+webarena_cot] [--splits test test_unseen train] [--max-steps N] [--write [--out PREFIX]]`` (``--write``:
+the results to PREFIX.{md,json}, default benchmarks/results/agreement; ``--reachability``: only the
+reachable steps, no forward);
 ``python -m benchmarks.run`` runs its quick mode (2 test tasks,
 SmolLM2, no_skill).
 """
@@ -420,7 +421,9 @@ def cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--task-ids", type=int, nargs="*", default=None, help="only these tasks")
     parser.add_argument("--budget-s", type=float, default=None,
                         help="seconds of new scoring per model x genome x split (0: cached steps only)")
-    parser.add_argument("--write", action="store_true", help="write benchmarks/results/agreement.{md,json}")
+    parser.add_argument("--write", action="store_true", help="write the report to OUT.{md,json}")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results" / "agreement",
+                        help="where --write writes, no suffix (default benchmarks/results/agreement)")
     parser.add_argument("--notes", type=Path, default=None, help="a markdown reading to put in the report")
     parser.add_argument("--quick", action="store_true", help="the benchmark suite's quick mode")
     parser.add_argument("--reachability", action="store_true",
@@ -459,11 +462,11 @@ def cli(argv: list[str] | None = None) -> int:
     figs = figures(results, default)
     print_figures("bench_agreement", figs)
     if args.write:
-        out = REPO_ROOT / "benchmarks" / "results"
-        (out / "agreement.json").write_text(json.dumps({**results, "figures": figs}, indent=1) + "\n",
-                                            encoding="utf-8")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.with_suffix(".json").write_text(json.dumps({**results, "figures": figs}, indent=1) + "\n",
+                                                 encoding="utf-8")
         notes = args.notes.read_text(encoding="utf-8") if args.notes else ""
-        (out / "agreement.md").write_text(report_md(results, command, notes), encoding="utf-8")
+        args.out.with_suffix(".md").write_text(report_md(results, command, notes), encoding="utf-8")
     if args.json:
         print(json.dumps(figs, indent=1))
     return 0
