@@ -130,11 +130,17 @@ def answer_checker(split: str, meta: dict[str, Any]) -> Callable[[Any, str], boo
     return answer_ok
 
 
-def _policy(model: Any, tok: Any, genome_name: str) -> Any:
+POLICY_VARIANTS: dict[str, dict[str, Any]] = {"": {}, "named": {"name_targets": True}}
+"""``--policy`` variants: ``PolicyConfig`` fields over its defaults (``named``: candidates scored with their
+target's role and name, :attr:`es_agent.policy.PolicyConfig.name_targets`)."""
+
+
+def _policy(model: Any, tok: Any, genome_name: str, variant: str = "") -> Any:
     from es_agent.policy import LLMPolicy, PolicyConfig
     from es_agent.prompts import PromptPools
 
-    return LLMPolicy(model, tok, PromptPools.load().baseline(genome_name), PolicyConfig())
+    return LLMPolicy(model, tok, PromptPools.load().baseline(genome_name),
+                     PolicyConfig(**POLICY_VARIANTS[variant]))
 
 
 def _step_key(step: Any) -> str:
@@ -142,13 +148,15 @@ def _step_key(step: Any) -> str:
                                      sort_keys=True).encode()).hexdigest()[:20]
 
 
-def scores_path(model_name: str, genome: str, split: str, cache_dir: Path = CACHE_DIR) -> Path:
+def scores_path(model_name: str, genome: str, split: str, cache_dir: Path = CACHE_DIR,
+                variant: str = "") -> Path:
     """The JSONL file of per-step scores of one model x genome x split, made by this version of the agent code
     (:func:`benchmarks.common.code_version`: the candidates, the prompt and the scoring all live in
     ``es_agent/``, so a score cached by other agent code is never read as this code's)."""
     from benchmarks.common import code_version
 
-    return cache_dir / f"scores-{model_name}-{genome}-{split}-{code_version()}.jsonl"
+    tag = f"-{variant}" if variant else ""
+    return cache_dir / f"scores-{model_name}{tag}-{genome}-{split}-{code_version()}.jsonl"
 
 
 def read_scores(path: Path) -> dict[str, Any]:
@@ -190,17 +198,17 @@ def cached_records(model_name: str, genome: str, split: str, variants: Sequence[
 
 def step_scores(model_name: str, model: Any, tok: Any, genome: str, steps: Sequence[Any], split: str,
                 cache_dir: Path = CACHE_DIR, log: Callable[[str], None] = print,
-                budget_s: float | None = None) -> list[Any]:
+                budget_s: float | None = None, variant: str = "") -> list[Any]:
     """Every step's :class:`~es_agent.policy.StepScores` (``None`` for a step left unscored when
     ``budget_s`` seconds ran out), each appended to :func:`scores_path` in ``cache_dir`` as soon as it is
     computed and read back from there next time (keyed by the step's task, index, action, history and
     observation)."""
-    path = scores_path(model_name, genome, split, cache_dir)
+    path = scores_path(model_name, genome, split, cache_dir, variant)
     cached = read_scores(path)
     todo = [s for s in steps if _step_key(s) not in cached]
     if todo:
         path.parent.mkdir(parents=True, exist_ok=True)
-        policy = _policy(model, tok, genome)
+        policy = _policy(model, tok, genome, variant)
         started = time.perf_counter()
         with torch_threads(1), path.open("a", encoding="utf-8") as out:
             for n, step in enumerate(todo, 1):
@@ -254,7 +262,7 @@ def run(models: Sequence[str], genomes: Sequence[str], splits: Sequence[str],
         max_steps: dict[str, int | None], task_ids: Sequence[int] | None = None,
         variants: Sequence[tuple[str, float]] = VARIANTS, log: Callable[[str], None] = print,
         cache_dir: Path = CACHE_DIR, loader: Callable[[str], tuple[Any, Any, str]] | None = None,
-        budget_s: float | None = None) -> dict[str, Any]:
+        budget_s: float | None = None, variant: str = "") -> dict[str, Any]:
     """Agreement of every model x genome on every split: per-step records and summaries. ``loader(name)``
     gives ``(model, tokenizer, dtype name)`` (default :func:`load`); ``budget_s``: seconds of new scoring
     per model x genome x split (the steps scored by then, and those cached before, are reported)."""
@@ -272,14 +280,15 @@ def run(models: Sequence[str], genomes: Sequence[str], splits: Sequence[str],
                 steps = subset(steps, max_steps.get(model_name))
                 t0 = time.perf_counter()
                 scores = step_scores(model_name, model, tok, genome, steps, split, cache_dir, log=log,
-                                     budget_s=budget_s)
+                                     budget_s=budget_s, variant=variant)
                 seconds += time.perf_counter() - t0
                 check = answer_checker(split, meta)
                 records += [evaluate_step(step, s, check, variants)
                             for step, s in zip(steps, scores, strict=True) if s is not None]
             held = [r for r in records if r.split in HELD_OUT]
             results["runs"].append({
-                "model": model_name, "dtype": dtype, "genome": genome, "seconds": round(seconds, 1),
+                "model": model_name + (f" ({variant})" if variant else ""), "dtype": dtype, "genome": genome,
+                "seconds": round(seconds, 1),
                 "by_split": {split: summarize([r for r in records if r.split == split]) for split in splits},
                 "held_out": summarize(held) if held else None,
                 "records": [r.__dict__ for r in records],
@@ -421,6 +430,8 @@ def cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--task-ids", type=int, nargs="*", default=None, help="only these tasks")
     parser.add_argument("--budget-s", type=float, default=None,
                         help="seconds of new scoring per model x genome x split (0: cached steps only)")
+    parser.add_argument("--policy", choices=sorted(POLICY_VARIANTS), default="",
+                        help="a PolicyConfig variant (named: candidates scored with their target's name)")
     parser.add_argument("--write", action="store_true", help="write the report to OUT.{md,json}")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results" / "agreement",
                         help="where --write writes, no suffix (default benchmarks/results/agreement)")
@@ -452,7 +463,7 @@ def cli(argv: list[str] | None = None) -> int:
             parser.error(f"--max-steps takes MODEL=N, got {item!r}")
         limits[name] = int(n)
     results = run(args.models, args.genomes, args.splits, limits, task_ids=args.task_ids,
-                  budget_s=args.budget_s)
+                  budget_s=args.budget_s, variant=args.policy)
     results["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     results["machine"] = f"{platform.processor() or platform.machine()}, {platform.system()}"
     command = "python -m benchmarks.bench_agreement " + " ".join(argv if argv is not None else sys.argv[1:])

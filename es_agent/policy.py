@@ -29,6 +29,7 @@ you like: one thread per worker is fastest for small models on small CPUs.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from typing import Any, Literal
 import torch
 
 from es_agent.actions_space import CandidateConfig, build_candidates, extract_action
-from es_agent.axtree import compact_axtree, truncate_axtree
+from es_agent.axtree import compact_axtree, parse_axtree, truncate_axtree
 from es_agent.decoding import (
     NEEDS_PRIOR,
     SCORINGS,
@@ -74,6 +75,11 @@ class PolicyConfig:
     """``score``: the candidate with the best mean token log-probability (all candidates scored in one
     tree-attention forward); ``greedy``: greedy decoding constrained to the candidates' token trie (cheaper
     on huge candidate sets, but each token is a local decision: element ids are picked digit by digit)."""
+    name_targets: bool = False
+    """Score ``click`` / ``hover`` / ``type`` candidates with their target's role and name after the id
+    (``click [12] link 'Sunpeak Beef Jerky'``; the action taken stays ``click [12]``), so the model scores
+    text it can copy from the goal instead of a bare element number (issue #13: with bare ids neither
+    embedded model picks the right link on tier-1 click steps, even when the action kind is given)."""
     scoring: Scoring = "mean"
     """How ``score`` ranks the candidates by their token log-probabilities
     (:func:`es_agent.decoding.combine_scores`): ``mean`` (the behaviour before issue #13), ``sum``,
@@ -155,6 +161,24 @@ class StepScores:
     def choice(self, scoring: str, prior_weight: float = 1.0) -> str:
         """The candidate the policy picks under ``scoring``."""
         return self.candidates[best_index(self.scores(scoring, prior_weight))]
+
+
+_TARGETED = re.compile(r"^(click|hover|type) \[([^\]]+)\]")
+
+
+def scored_texts(cands: Sequence[str], axtree: str) -> list[str]:
+    """The candidates as :attr:`PolicyConfig.name_targets` scores them: a ``click`` / ``hover`` / ``type``
+    on an element of ``axtree`` gets the element's role and quoted name after its id (``click [12] link
+    'Sunpeak Beef Jerky'``, ``type [7] searchbox 'Search' [text]``); other candidates, and targets without a
+    name, stay as they are."""
+    named = {n.id: f"{n.role} '{n.name}'" for n in parse_axtree(axtree) if n.id and n.name}
+    out = []
+    for cand in cands:
+        match = _TARGETED.match(cand)
+        label = named.get(match[2]) if match else None
+        out.append(cand if match is None or label is None
+                   else f"{cand[:match.end()]} {label}{cand[match.end():]}")
+    return out
 
 
 @dataclass
@@ -264,7 +288,7 @@ class LLMPolicy:
             prompt = self._build_prompt(obs, slot)
             row, _ = self._prefill(slot, prompt.ids)
             cands = self._candidates_of(prompt, obs)
-            encoded = self._encode_candidates(cands)
+            encoded = self._encode_candidates(cands, prompt.axtree)
             logps = candidate_logprobs(self.model, row, encoded)
             prior = self._candidate_priors(encoded) if with_prior else None
         return StepScores(cands, [action_kind(c) for c in cands], logps, prior)
@@ -401,10 +425,12 @@ class LLMPolicy:
             raise ValueError("no candidate actions: enable extra_actions or stop answers in CandidateConfig")
         return cands
 
-    def _encode_candidates(self, cands: Sequence[str]) -> list[list[int]]:
-        """Candidate token sequences: the text and the action format's suffix, or an end token."""
+    def _encode_candidates(self, cands: Sequence[str], axtree: str = "") -> list[list[int]]:
+        """Candidate token sequences: the text (with its target named, :attr:`PolicyConfig.name_targets`)
+        and the action format's suffix, or an end token."""
         fmt = self.genome.action_format
-        ids = self.tokenizer([c + fmt.action_suffix for c in cands], add_special_tokens=False)["input_ids"]
+        texts = scored_texts(cands, axtree) if self.config.name_targets else list(cands)
+        ids = self.tokenizer([c + fmt.action_suffix for c in texts], add_special_tokens=False)["input_ids"]
         return [list(seq) + ([] if fmt.action_suffix else [self._end_ids[0]]) for seq in ids]
 
     # ------------------------------------------------------------------ decoding
@@ -427,7 +453,8 @@ class LLMPolicy:
     def _act_constrained(self, rows: list[RowState], prompts: list[_Prompt],
                          observations: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
         per_row = [self._candidates_of(p, o) for p, o in zip(prompts, observations, strict=True)]
-        encoded = [self._encode_candidates(cands) for cands in per_row]
+        encoded = [self._encode_candidates(cands, prompt.axtree)
+                   for cands, prompt in zip(per_row, prompts, strict=True)]
         if self.config.constrained_method == "greedy":
             tries = [TokenTrie(seqs) for seqs in encoded]
             chooser = TrieChooser(tries)
