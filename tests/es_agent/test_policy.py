@@ -312,3 +312,30 @@ def test_policy_config_validation() -> None:
         PolicyConfig(prefix_cache="always")  # type: ignore[arg-type]
     assert PolicyConfig(prefix_cache=True).cache_mode == "lcp"
     assert PolicyConfig(prefix_cache=False).cache_mode == "off"
+
+
+def test_named_targets_are_scored_with_their_role_and_name_and_acted_as_bare_ids(
+        tiny: tuple[Any, Any], pools: Any, make_obs: Any) -> None:
+    """``PolicyConfig.name_targets``: the scored text names the target (``scored_texts``), the action taken
+    is still a candidate with a bare id, and the scores differ from the default's only on named targets."""
+    from es_agent.policy import scored_texts
+
+    tree = ("[1] RootWebArea 'Shop' focused: True\n\t[12] link 'Sunpeak Beef Jerky'\n\t[7] searchbox 'Search'"
+            "\n\t[9] button ''")
+    cands = ["click [12]", "type [7] [Price]", "click [9]", "stop [N/A]", "hover [12]", "click [5]"]
+    assert scored_texts(cands, tree) == [
+        "click [12] link 'Sunpeak Beef Jerky'", "type [7] searchbox 'Search' [Price]", "click [9]",
+        "stop [N/A]", "hover [12] link 'Sunpeak Beef Jerky'", "click [5]"]
+    model, tok = tiny
+    genome = pools.baseline("no_skill")
+    obs = make_obs(FORUM_AXTREE, "Open the books forum")
+    plain = LLMPolicy(model, tok, genome, PolicyConfig()).score_step(obs)
+    named_policy = LLMPolicy(model, tok, genome, PolicyConfig(name_targets=True))
+    named = named_policy.score_step(obs)
+    assert named.candidates == plain.candidates and named.kinds == plain.kinds
+    texts = scored_texts(plain.candidates, named_policy._build_prompt(obs, 0).axtree)
+    changed = [i for i, (c, t) in enumerate(zip(plain.candidates, texts, strict=True)) if c != t]
+    assert changed, "the forum page has named links"
+    for i, (a, b) in enumerate(zip(plain.token_logps, named.token_logps, strict=True)):
+        assert (len(a) != len(b)) == (i in changed)
+    assert named_policy.act(obs) in named_policy.candidates(obs)
