@@ -4,6 +4,7 @@ workers with the real browser env (local fixture pages): update sync, fault tole
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import pickle
@@ -337,25 +338,34 @@ def test_infrastructure_failures_are_retried_once_then_raised(
     assert p.local_replica.env().unwrapped is env_made and env_made.resets == resets + 1
 
 
+@contextlib.contextmanager
+def _crash_noting_ctrl_c(make_problem: Callable[..., AgentProblem], key: str, when: str
+                         ) -> Iterator[AgentProblem]:
+    """A problem on the toy env whose first reset crashes (an infrastructure error) and notes a Ctrl-C
+    ``when`` (:data:`INTERRUPTS`); the interrupt and the crash counters are cleared afterwards."""
+    from es_agent import interrupt
+
+    env = EnvSpec(env_id=TOY_ID, module=None, kwargs={"crash_key": key}, max_steps=3,
+                  infra_errors=("ToyCrash",))
+    p = make_problem(env=env)
+    p.set_task_batch([0])
+    CRASHES[key], INTERRUPTS[key] = 1, when
+    try:
+        yield p
+    finally:
+        interrupt.clear()
+        CRASHES[key] = 0
+        INTERRUPTS.clear()
+
+
 def test_an_infrastructure_failure_after_ctrl_c_is_the_interrupt_not_retried(
         make_problem: Callable[..., AgentProblem]) -> None:
     """Ctrl-C reaches the browser too: when it dies of the interrupt, the episode's failure stops the run
     (KeyboardInterrupt) instead of being retried on a rebuilt browser."""
-    from es_agent import interrupt
-
-    env = EnvSpec(env_id=TOY_ID, module=None, kwargs={"crash_key": "ctrl-c"}, max_steps=3,
-                  infra_errors=("ToyCrash",))
-    p = make_problem(env=env)
-    p.set_task_batch([0])
-    CRASHES["ctrl-c"], INTERRUPTS["ctrl-c"] = 1, "crash"
-    try:
+    with _crash_noting_ctrl_c(make_problem, "ctrl-c", "crash") as p:
         with pytest.raises(KeyboardInterrupt, match="interrupted"):
             p.evaluate_rows(POP[:1])
         assert CRASHES["ctrl-c"] == 0, "the crash happened once and was not retried"
-    finally:
-        interrupt.clear()
-        CRASHES["ctrl-c"] = 0
-        INTERRUPTS.clear()
     assert p.evaluate_rows(POP[:1]).shape == (1, 1)  # cleared: the next episode runs
 
 
@@ -366,20 +376,11 @@ def test_a_ctrl_c_noted_only_during_the_rebuild_stops_before_the_retried_episode
     starts with the check and stops there, and so would the next generation (cotrain.trainer)."""
     from es_agent import interrupt
 
-    env = EnvSpec(env_id=TOY_ID, module=None, kwargs={"crash_key": "late"}, max_steps=3,
-                  infra_errors=("ToyCrash",))
-    p = make_problem(env=env)
-    p.set_task_batch([0])
-    CRASHES["late"], INTERRUPTS["late"] = 1, "rebuild"
-    try:
+    with _crash_noting_ctrl_c(make_problem, "late", "rebuild") as p:
         with pytest.raises(KeyboardInterrupt, match="interrupted"):
             p.evaluate_rows(POP[:1])
         assert CRASHES["late"] == 0 and interrupt.requested()
         assert p.local_replica.stats.episodes == 0  # the retry was not run
-    finally:
-        interrupt.clear()
-        CRASHES["late"] = 0
-        INTERRUPTS.clear()
 
 
 # ------------------------------------------------------------------------------------------ Ray + browser
