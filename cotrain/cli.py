@@ -24,6 +24,7 @@ import sys
 import threading
 import types
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,7 +92,19 @@ INTERRUPT_GRACE_S = 60.0
 same line): a run directory is consistent at every moment (a SIGKILL leaves it resumable), while a
 ``KeyboardInterrupt`` can be lost inside Playwright's event loop and a relaunch of the killed browser can
 wait on its dead driver."""
-_GRACE: dict[str, Any] = {"timer": None, "command": "", "reported": False}
+
+
+@dataclass
+class _Grace:
+    """The grace period of the current ``esopt`` call: its timer (started by the first Ctrl-C), the
+    command, and whether the interrupted line was printed already."""
+
+    timer: threading.Timer | None = None
+    command: str = ""
+    reported: bool = False
+
+
+_GRACE = _Grace()
 
 
 def _on_sigint(signum: int, frame: types.FrameType | None) -> None:
@@ -99,26 +112,24 @@ def _on_sigint(signum: int, frame: types.FrameType | None) -> None:
     starting the grace period (:data:`INTERRUPT_GRACE_S`)."""
     _DRIVER_FILTER.interrupted = True
     interrupt.request()
-    if _GRACE["timer"] is None:
-        timer = threading.Timer(INTERRUPT_GRACE_S, _exit_after_grace)
-        timer.daemon = True
-        _GRACE["timer"] = timer
-        timer.start()
+    if _GRACE.timer is None:
+        _GRACE.timer = threading.Timer(INTERRUPT_GRACE_S, _exit_after_grace)
+        _GRACE.timer.daemon = True
+        _GRACE.timer.start()
     signal.default_int_handler(signum, frame)
 
 
 def _exit_after_grace() -> None:
     """The grace period after Ctrl-C ran out: the interrupted line (unless printed), then exit 130 at once."""
-    if not _GRACE["reported"]:
-        print(_interrupted_line(str(_GRACE["command"])), file=sys.stderr, flush=True)
+    if not _GRACE.reported:
+        print(_interrupted_line(_GRACE.command), file=sys.stderr, flush=True)
     os._exit(EXIT_INTERRUPTED)
 
 
 def _cancel_grace() -> None:
-    timer = _GRACE["timer"]
-    if timer is not None:
-        timer.cancel()
-    _GRACE.update(timer=None, command="", reported=False)
+    if _GRACE.timer is not None:
+        _GRACE.timer.cancel()
+    _GRACE.timer, _GRACE.command, _GRACE.reported = None, "", False
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -228,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if own_handler:
         interrupt.clear()
         _cancel_grace()
-        _GRACE["command"] = args.command
+        _GRACE.command = args.command
         signal.signal(signal.SIGINT, _on_sigint)
     try:
         return _dispatch(args)
@@ -256,7 +267,7 @@ def _interrupted_line(command: str) -> str:
 
 def _interrupted(command: str) -> int:
     _DRIVER_FILTER.interrupted = True
-    _GRACE["reported"] = True
+    _GRACE.reported = True
     print(_interrupted_line(command), file=sys.stderr)
     return EXIT_INTERRUPTED
 

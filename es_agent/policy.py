@@ -425,7 +425,7 @@ class LLMPolicy:
             raise ValueError("no candidate actions: enable extra_actions or stop answers in CandidateConfig")
         return cands
 
-    def _encode_candidates(self, cands: Sequence[str], axtree: str = "") -> list[list[int]]:
+    def _encode_candidates(self, cands: Sequence[str], axtree: str) -> list[list[int]]:
         """Candidate token sequences: the text (with its target named, :attr:`PolicyConfig.name_targets`)
         and the action format's suffix, or an end token."""
         fmt = self.genome.action_format

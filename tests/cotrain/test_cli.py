@@ -341,18 +341,18 @@ def test_a_ctrl_c_that_does_not_stop_the_command_exits_130_after_the_grace_perio
     monkeypatch.setattr(cli_module, "INTERRUPT_GRACE_S", 0.05)
     monkeypatch.setattr(cli_module.os, "_exit", exits.append)
     cli_module._cancel_grace()
-    cli_module._GRACE["command"] = "train"
+    cli_module._GRACE.command = "train"
     try:
         with pytest.raises(KeyboardInterrupt):
             cli_module._on_sigint(signal.SIGINT, None)
-        timer = cli_module._GRACE["timer"]
+        timer = cli_module._GRACE.timer
         assert timer is not None
         timer.join(5)
         assert exits == [130]
         err = capsys.readouterr().err
         assert err == "esopt train: interrupted; the run directory keeps its last completed generation\n"
         cli_module._cancel_grace()  # stopped in time: cancelled, nothing printed, no exit
-        cli_module._GRACE["command"] = "train"
+        cli_module._GRACE.command = "train"
         with pytest.raises(KeyboardInterrupt):
             cli_module._on_sigint(signal.SIGINT, None)
         cli_module._cancel_grace()
