@@ -260,9 +260,26 @@ def answer_candidates(nodes: list[AxNode], goal: str, config: CandidateConfig) -
             for j in range(i, i + config.answer_window + 1)}
     texts = [(i, t) for i, t in enumerate(named) if len(t) <= config.max_answer_chars]
     page = [t for i, t in texts if i in near] + [t for i, t in texts if i not in near]
-    for text in [*quoted, *comma_names(goal), *page]:
+    for text in [*quoted, *comma_names(goal), *(part for t in page for part in (t, *answer_parts(t)))]:
         text = " ".join(text.replace("[", "(").replace("]", ")").split())
         if text and text not in out and len(out) < config.max_answers - 1:
             out.append(text)
     out.append("N/A")
+    return out
+
+
+_LEADING_QUANTITY = re.compile(r"^\s*(-?\$?\d[\d,]*(?:\.\d+)?)\s+[A-Za-z]")
+_BY_NAME = re.compile(r"\bby\s+([A-Z][\w.'-]*(?:\s[A-Z][\w.'-]*){0,2})")
+_LABELLED = re.compile(r"^[A-Z][\w .#/&-]{0,30}:\s+(\S.*)$")
+
+
+def answer_parts(text: str) -> list[str]:
+    """Shorter answers inside one page text: its leading quantity (``17`` of ``17 comments on ...``, ``3`` of
+    ``3 items``), the name after ``by`` (``Katie`` of ``Review by Katie, posted on ...``) and the value
+    after a label (``2023-07-06`` of ``Order Date: 2023-07-06``)."""
+    out: list[str] = []
+    for pattern in (_LEADING_QUANTITY, _BY_NAME, _LABELLED):
+        match = pattern.search(text)
+        if match and match.group(1).strip() != text.strip():
+            out.append(match.group(1).strip())
     return out
