@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from benchmarks.common import REPO_ROOT, Figure, print_figures, rnd, torch_threads
+from benchmarks.common import REPO_ROOT, BenchmarkError, Figure, print_figures, rnd, torch_threads
 
 if TYPE_CHECKING:  # pragma: no cover
     from webarena_gym.env import WebArenaLiteEnv
@@ -149,14 +149,15 @@ def _step_key(step: Any) -> str:
 
 
 def scores_path(model_name: str, genome: str, split: str, cache_dir: Path = CACHE_DIR,
-                variant: str = "") -> Path:
+                variant: str = "", version: str | None = None) -> Path:
     """The JSONL file of per-step scores of one model x genome x split, made by this version of the agent code
     (:func:`benchmarks.common.code_version`: the candidates, the prompt and the scoring all live in
-    ``es_agent/``, so a score cached by other agent code is never read as this code's)."""
+    ``es_agent/``, so a score cached by other agent code is never read as this code's), or by the agent code
+    of ``version`` (an ``es_agent/`` tree id, as the file names carry it)."""
     from benchmarks.common import code_version
 
     tag = f"-{variant}" if variant else ""
-    return cache_dir / f"scores-{model_name}{tag}-{genome}-{split}-{code_version()}.jsonl"
+    return cache_dir / f"scores-{model_name}{tag}-{genome}-{split}-{version or code_version()}.jsonl"
 
 
 def read_scores(path: Path) -> dict[str, Any]:
@@ -334,6 +335,87 @@ def reachability(splits: Sequence[str], model_name: str = "embedded", genome: st
             "candidates": {"mean": sum(sizes) / max(1, len(sizes)), "max": max(sizes, default=0)}}
 
 
+BIAS_GRID: tuple[float, ...] = tuple(x / 4 for x in range(-24, 25))
+"""The ``kind_bias`` values :func:`fit_kind_bias` tries for each kind (-6 to 6 in steps of 0.25)."""
+
+
+def fit_kind_bias(model_name: str, genome: str, train_splits: Sequence[str], heldout_splits: Sequence[str],
+                  kinds: Sequence[str] = ("stop", "click"), scoring: str = "mean",
+                  version: str | None = None, cache_dir: Path = CACHE_DIR,
+                  grid: Sequence[float] = BIAS_GRID) -> dict[str, Any]:
+    """The :attr:`~es_agent.policy.PolicyConfig.kind_bias` on ``kinds`` that maximises step agreement under
+    ``scoring`` on ``train_splits`` (every combination of ``grid`` values; ties go to the smallest total
+    bias), and the agreement it gives on ``heldout_splits`` beside no bias, per action kind. Reads the cached
+    scores of ``version`` (default: this agent code) with no model forward; a step without scores is an
+    error naming the score file (score it first: ``--budget-s``)."""
+    import itertools
+
+    from es_agent.agreement import equivalent, load_trajectories
+
+    def scored(splits: Sequence[str]) -> list[tuple[Any, Any, Any]]:
+        out = []
+        for split in splits:
+            path = recorded_path(split, cache_dir)
+            if not path.exists():
+                raise BenchmarkError(f"the reference steps of {split!r} were never recorded ({path}); run "
+                                     f"bench_agreement --splits {split} first")
+            steps, meta = load_trajectories(path)
+            file = scores_path(model_name, genome, split, cache_dir, version=version)
+            cached = read_scores(file)
+            missing = [s for s in steps if _step_key(s) not in cached]
+            if missing:
+                raise BenchmarkError(f"{len(missing)} of the {len(steps)} steps of {split!r} have no scores "
+                                     f"in {file}; score them first (bench_agreement --models {model_name} "
+                                     f"--genomes {genome} --splits {split})")
+            check = answer_checker(split, meta)
+            out += [(step, cached[_step_key(step)], check) for step in steps]
+        return out
+
+    if scoring.startswith("two_stage"):
+        raise ValueError("fit_kind_bias fits the additive scorings (mean, sum, calibrated...), not two_stage")
+
+    def per_kind(rows: list[tuple[Any, Any, Any]]) -> list[tuple[str, dict[str, tuple[float, bool]]]]:
+        """Per step: its kind, and for each candidate kind the best score in it (the first of equal ones)
+        and whether that candidate agrees; an additive bias only decides between these."""
+        out = []
+        for step, scores, check in rows:
+            best: dict[str, tuple[float, int]] = {}
+            for i, (kind, score) in enumerate(zip(scores.kinds, scores.scores(scoring), strict=True)):
+                if kind not in best or score > best[kind][0]:
+                    best[kind] = (score, i)
+            out.append((step.kind, {k: (v, equivalent(scores.candidates[i], step, check))
+                                    for k, (v, i) in best.items()}))
+        return out
+
+    def agreement(rows: list[tuple[str, dict[str, tuple[float, bool]]]],
+                  bias: dict[str, float]) -> dict[str, list[int]]:
+        table: dict[str, list[int]] = {}
+        for step_kind, best in rows:
+            # dicts keep first-seen order, so ties go to the kind of the earliest candidate, as best_index
+            pick = max(best, key=lambda k: best[k][0] + bias.get(k, 0.0))
+            ok = best[pick][1]
+            for key in ("all", step_kind):
+                table.setdefault(key, [0, 0])
+                table[key][0] += ok
+                table[key][1] += 1
+        return table
+
+    train, held = per_kind(scored(train_splits)), per_kind(scored(heldout_splits))
+    best: tuple[int, float, dict[str, float]] | None = None
+    for values in itertools.product(grid, repeat=len(kinds)):
+        bias = dict(zip(kinds, values, strict=True))
+        agree = agreement(train, bias)["all"][0]
+        key = (agree, -sum(abs(v) for v in values))
+        if best is None or key > best[:2]:
+            best = (*key, bias)
+    assert best is not None
+    fitted = {k: v for k, v in best[2].items() if v}
+    return {"model": model_name, "genome": genome, "scoring": scoring, "version": version,
+            "train_splits": list(train_splits), "heldout_splits": list(heldout_splits),
+            "kind_bias": fitted, "train": {"none": agreement(train, {}), "fitted": agreement(train, fitted)},
+            "heldout": {"none": agreement(held, {}), "fitted": agreement(held, fitted)}}
+
+
 # ---------------------------------------------------------------------------------------------- reporting
 
 def _pct(n: int, d: int) -> str:
@@ -440,7 +522,26 @@ def cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--reachability", action="store_true",
                         help="only print the reachable steps per split and kind (no model forward)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--fit-kind-bias", nargs="+", default=None, metavar="TRAIN_SPLIT",
+                        help="fit PolicyConfig.kind_bias on these splits' cached scores and report it on "
+                             "--splits (no model forward)")
+    parser.add_argument("--code-version", default=None,
+                        help="with --fit-kind-bias: read the scores made by this es_agent/ tree id")
     args = parser.parse_args(argv)
+    if args.fit_kind_bias:
+        for model_name in args.models:
+            for genome in args.genomes:
+                fit = fit_kind_bias(model_name, genome, args.fit_kind_bias, args.splits,
+                                    version=args.code_version)
+                for part in ("train", "heldout"):
+                    for which in ("none", "fitted"):
+                        row = fit[part][which]
+                        print(f"{model_name} {genome} {part:<7} {which:<6} kind_bias "
+                              f"{fit['kind_bias'] if which == 'fitted' else {}}: "
+                              + ", ".join(f"{k} {a}/{n}" for k, (a, n) in sorted(row.items())))
+                if args.json:
+                    print(json.dumps(fit, indent=1))
+        return 0
     if args.quick:
         result = main(True)
         if args.json:

@@ -20,7 +20,7 @@ thread per worker process is fastest for small models on small CPUs: see DESIGN.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args
 
@@ -535,7 +535,7 @@ def _sum(logps: Sequence[float]) -> float:
 
 def combine_scores(token_logps: Sequence[Sequence[float]], scoring: str, *,
                    prior: Sequence[Sequence[float]] | None = None, kinds: Sequence[str] | None = None,
-                   prior_weight: float = 1.0) -> list[float]:
+                   prior_weight: float = 1.0, kind_bias: Mapping[str, float] | None = None) -> list[float]:
     """Each candidate's score (the policy picks the highest; ties go to the first) from its token
     log-probabilities ``token_logps[i]`` (after the step's prompt) and, for the calibrated scorings,
     ``prior[i]`` (the same candidate after a content-free prompt):
@@ -550,8 +550,19 @@ def combine_scores(token_logps: Sequence[Sequence[float]], scoring: str, *,
       the other kinds score ``-inf``;
     * ``two_stage_calibrated``: the kind as in ``two_stage``, then the highest ``calibrated`` score in it.
 
+    ``kind_bias`` adds a per-kind constant (``{"stop": -1.0}``: every ``stop`` candidate scores 1 lower; a
+    kind it does not name gets 0): to every score, and for the two-stage scorings to the kind's log-mass
+    (a log prior on the kind). It needs ``kinds``.
+
     ``mean`` and ``sum`` are computed in fp32 in token order, as the scorers always did.
     """
+    if kind_bias and any(kind_bias.values()):
+        if kinds is None or len(kinds) != len(token_logps):
+            raise ValueError(f"kind_bias needs one kind per candidate ({len(token_logps)} candidates, got "
+                             f"{None if kinds is None else len(kinds)})")
+        if not scoring.startswith("two_stage"):
+            plain = combine_scores(token_logps, scoring, prior=prior, kinds=kinds, prior_weight=prior_weight)
+            return [score + kind_bias.get(kind, 0.0) for score, kind in zip(plain, kinds, strict=True)]
     n = len(token_logps)
     if any(not lp for lp in token_logps):
         raise ValueError("every candidate needs at least one token log-probability")
@@ -580,6 +591,8 @@ def combine_scores(token_logps: Sequence[Sequence[float]], scoring: str, *,
     mass: dict[str, float] = {}
     for kind, s in zip(kinds, sums, strict=True):
         mass[kind] = float(torch.logaddexp(torch.tensor(mass[kind]), torch.tensor(s))) if kind in mass else s
+    for kind in mass:
+        mass[kind] += (kind_bias or {}).get(kind, 0.0)
     best_kind = max(mass, key=lambda k: mass[k])  # dicts keep first-seen order: ties go to the first kind
     inner = calibrated if scoring == "two_stage_calibrated" else sums
     return [score if kind == best_kind else float("-inf") for kind, score in zip(kinds, inner, strict=True)]

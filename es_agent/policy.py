@@ -29,6 +29,7 @@ you like: one thread per worker is fastest for small models on small CPUs.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -88,6 +89,12 @@ class PolicyConfig:
     argument). benchmarks/results/agreement.md compares them by step agreement with reference solutions."""
     prior_weight: float = 1.0
     """Weight of the content-free log-probability the calibrated scorings subtract (1: full PMI)."""
+    kind_bias: Mapping[str, float] = field(default_factory=dict)
+    """A constant added to the score of every candidate of an action kind (``{"stop": 0.5}``; a kind not named
+    gets 0; for the two-stage scorings, to the kind's log-mass): a prior on the action kind. Small agents have
+    a kind bias of their own that decides most steps (SmolLM2-135M answers at almost every step, the embedded
+    Qwen clicks): ``python -m benchmarks.bench_agreement --fit-kind-bias`` fits it on a training split by
+    step agreement and reports it held out."""
     max_new_tokens: int = 64
     """Bound on generated tokens in free mode."""
     max_prompt_tokens: int = 1536
@@ -125,6 +132,11 @@ class PolicyConfig:
             raise ValueError(f"scoring must be one of {list(SCORINGS)}, got {self.scoring!r}")
         if not 0.0 <= self.prior_weight <= 2.0:
             raise ValueError(f"prior_weight must be in [0, 2], got {self.prior_weight!r}")
+        for kind, bias in dict(self.kind_bias).items():
+            if not isinstance(kind, str) or not re.fullmatch(r"[a-z_]+", kind):
+                raise ValueError(f"kind_bias keys are action kinds such as 'stop' or 'click', got {kind!r}")
+            if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not math.isfinite(bias):
+                raise ValueError(f"kind_bias[{kind!r}] must be a finite number, got {bias!r}")
         if self.max_new_tokens < 1 or self.max_prompt_tokens < 64:
             raise ValueError("max_new_tokens >= 1 and max_prompt_tokens >= 64 are required")
         if self.observation not in ("compact", "full"):
@@ -156,14 +168,16 @@ class StepScores:
     prior: list[list[float]] | None
     """The same after the content-free prompt (``None`` when not computed)."""
 
-    def scores(self, scoring: str, prior_weight: float = 1.0) -> list[float]:
+    def scores(self, scoring: str, prior_weight: float = 1.0,
+               kind_bias: Mapping[str, float] | None = None) -> list[float]:
         """The candidates' scores under ``scoring`` (:func:`es_agent.decoding.combine_scores`)."""
         return combine_scores(self.token_logps, scoring, prior=self.prior, kinds=self.kinds,
-                              prior_weight=prior_weight)
+                              prior_weight=prior_weight, kind_bias=kind_bias)
 
-    def choice(self, scoring: str, prior_weight: float = 1.0) -> str:
+    def choice(self, scoring: str, prior_weight: float = 1.0,
+               kind_bias: Mapping[str, float] | None = None) -> str:
         """The candidate the policy picks under ``scoring``."""
-        return self.candidates[best_index(self.scores(scoring, prior_weight))]
+        return self.candidates[best_index(self.scores(scoring, prior_weight, kind_bias))]
 
 
 _TARGETED = re.compile(r"^(click|hover|type) \[([^\]]+)\]")
@@ -472,7 +486,7 @@ class LLMPolicy:
                 logps = candidate_logprobs(self.model, row, seqs)
                 prior = self._candidate_priors(seqs) if scoring in NEEDS_PRIOR else None
                 step = StepScores(cands, [action_kind(c) for c in cands], logps, prior)
-                scores = step.scores(scoring, self.config.prior_weight)
+                scores = step.scores(scoring, self.config.prior_weight, self.config.kind_bias)
                 best = best_index(scores)
                 picks.append(best)
                 extra.append({"score": scores[best]})

@@ -3,6 +3,7 @@ and the step-agreement diagnostic (equivalence rules, and end to end on real bun
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,56 @@ def test_combine_scores_refuses_missing_inputs() -> None:
         PolicyConfig(prior_weight=-1.0)
     with pytest.raises(ValueError, match="'mean' or 'sum' only"):
         score_candidates(None, None, [[1]], "calibrated")  # type: ignore[arg-type]
+
+
+def test_kind_bias_shifts_every_candidate_of_a_kind() -> None:
+    logps = [[-1.0], [-0.4, -0.4], [-2.0]]
+    kinds = ["click", "stop", "click"]
+    assert _pick(logps, "mean", kinds=kinds) == 1
+    assert combine_scores(logps, "mean", kinds=kinds, kind_bias={"click": 1.0}) == pytest.approx(
+        [0.0, -0.4, -1.0])
+    assert _pick(logps, "mean", kinds=kinds, kind_bias={"stop": -1.0}) == 0
+    assert combine_scores(logps, "sum", kinds=kinds, kind_bias={}) == combine_scores(logps, "sum")
+    # two-stage: the bias is a log prior on the kind's mass (click: log(e^-1 + e^-2) = -0.69 vs stop -0.8)
+    assert _pick(logps, "two_stage", kinds=kinds) == 0
+    assert _pick(logps, "two_stage", kinds=kinds, kind_bias={"stop": 0.2}) == 1
+    with pytest.raises(ValueError, match="kind_bias needs one kind per candidate"):
+        combine_scores(logps, "mean", kind_bias={"stop": 1.0})
+    for bad in ({"Stop!": 1.0}, {"stop": math.nan}, {"stop": "1"}, {"stop": True}):
+        with pytest.raises(ValueError, match="kind_bias"):
+            PolicyConfig(kind_bias=bad)  # type: ignore[arg-type]
+
+
+def test_fit_kind_bias_finds_the_smallest_bias_that_fixes_the_training_steps(tmp_path: Path) -> None:
+    """Hand-built scores: on both training steps ``stop`` beats the right click by 0.6; the fit moves it
+    by the smallest grid step that flips both (0.75), and reports the held-out step before and after."""
+    from benchmarks.bench_agreement import (
+        BenchmarkError,
+        _step_key,
+        fit_kind_bias,
+        recorded_path,
+        scores_path,
+    )
+
+    def step(split: str, task: int) -> ReferenceStep:
+        obs = {"axtree": "[5] link 'Next'", "url": "http://shop/", "goal": f"Open page {task}", "tabs": "",
+               "last_action_error": ""}
+        return ReferenceStep(task, split, 0, obs, "click [5]", (), 2)
+
+    for split, tasks in (("tier1_train", (1, 2)), ("tier1_test", (3,))):
+        steps = [step(split, t) for t in tasks]
+        save_trajectories(recorded_path(split, tmp_path), steps, {"sites": {"shopping": "http://shop"}})
+        with scores_path("fake", "no_skill", split, tmp_path, version="v0").open("w") as out:
+            for s in steps:
+                out.write(json.dumps({"key": _step_key(s), "candidates": ["click [5]", "stop [N/A]"],
+                                      "kinds": ["click", "stop"], "token_logps": [[-1.0], [-0.4]],
+                                      "prior": None}) + "\n")
+    fit = fit_kind_bias("fake", "no_skill", ["tier1_train"], ["tier1_test"], version="v0", cache_dir=tmp_path)
+    assert sum(abs(v) for v in fit["kind_bias"].values()) == 0.75
+    assert fit["train"]["none"]["all"] == [0, 2] and fit["train"]["fitted"]["all"] == [2, 2]
+    assert fit["heldout"]["none"]["click"] == [0, 1] and fit["heldout"]["fitted"]["click"] == [1, 1]
+    with pytest.raises(BenchmarkError, match="have no scores in .*scores-fake-no_skill-tier1_train-v1"):
+        fit_kind_bias("fake", "no_skill", ["tier1_train"], ["tier1_test"], version="v1", cache_dir=tmp_path)
 
 
 # ------------------------------------------------------------------------------ real tiny-model forwards

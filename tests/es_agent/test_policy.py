@@ -133,10 +133,10 @@ def test_answer_parts_are_the_short_answers_inside_a_text(text: str, parts: list
 def test_an_answer_inside_a_page_text_is_offered_right_after_it() -> None:
     """The tier-1 answers that no page text equals (a reviewer's nickname, a count): 23 of the 239 held-out
     and tier-1 reference answers before answer_parts."""
-    tree = ("[1] heading 'Zentro PS Vita Memory Card 64GB, Black'\n[2] StaticText 'Review by Katie, posted on "
-            "2023-08-05'\n[3] StaticText '3 items'\n")
-    answers = answer_candidates(parse_axtree(tree), "Who wrote the most recent review of Zentro PS Vita Memory "
-                                "Card 64GB, Black? Answer with the reviewer's nickname.", CandidateConfig())
+    tree = ("[1] heading 'Zentro PS Vita Memory Card 64GB, Black'\n"
+            "[2] StaticText 'Review by Katie, posted on 2023-08-05'\n[3] StaticText '3 items'\n")
+    goal = "Who wrote the latest review of Zentro PS Vita Memory Card 64GB, Black? Answer with a nickname."
+    answers = answer_candidates(parse_axtree(tree), goal, CandidateConfig())
     assert answers == ["Zentro PS Vita Memory Card 64GB, Black", "Review by Katie, posted on 2023-08-05",
                        "Katie", "3 items", "3", "N/A"]
 
@@ -369,3 +369,23 @@ def test_named_targets_are_scored_with_their_role_and_name_and_acted_as_bare_ids
     for i, (a, b) in enumerate(zip(plain.token_logps, named.token_logps, strict=True)):
         assert (len(a) != len(b)) == (i in changed)
     assert named_policy.act(obs) in named_policy.candidates(obs)
+
+
+@pytest.mark.parametrize("scoring", ["mean", "two_stage"])
+def test_kind_bias_moves_the_real_policy_between_kinds(tiny: tuple[Any, Any], pools: Any, make_obs: Any,
+                                                       scoring: str) -> None:
+    """A large enough bias decides the kind on a real tiny-model forward; within the kind the model still
+    chooses (the pick is that kind's best candidate without the bias)."""
+    model, tok = tiny
+    genome = pools.baseline("no_skill")
+    obs = make_obs()
+    plain = LLMPolicy(model, tok, genome, PolicyConfig(scoring=scoring))  # type: ignore[arg-type]
+    scored = plain.score_step(obs)
+    for kind in ("stop", "click"):
+        biased = LLMPolicy(model, tok, genome, PolicyConfig(
+            scoring=scoring, kind_bias={kind: 1e4}))  # type: ignore[arg-type]
+        action = biased.act(obs)
+        inside = [i for i, k in enumerate(scored.kinds) if k == kind]
+        by_kind = scored.scores("sum" if scoring == "two_stage" else scoring)
+        assert action == scored.candidates[max(inside, key=lambda i: (by_kind[i], -i))]
+    assert plain.act(obs) == scored.choice(scoring)
