@@ -340,7 +340,7 @@ BIAS_GRID: tuple[float, ...] = tuple(x / 4 for x in range(-24, 25))
 
 
 def fit_kind_bias(model_name: str, genome: str, train_splits: Sequence[str], heldout_splits: Sequence[str],
-                  kinds: Sequence[str] = ("stop", "click"), scoring: str = "mean",
+                  kinds: Sequence[str] = ("stop", "click"), scoring: str = "mean", prior_weight: float = 1.0,
                   version: str | None = None, cache_dir: Path = CACHE_DIR,
                   grid: Sequence[float] = BIAS_GRID) -> dict[str, Any]:
     """The :attr:`~es_agent.policy.PolicyConfig.kind_bias` on ``kinds`` that maximises step agreement under
@@ -374,30 +374,37 @@ def fit_kind_bias(model_name: str, genome: str, train_splits: Sequence[str], hel
     if scoring.startswith("two_stage"):
         raise ValueError("fit_kind_bias fits the additive scorings (mean, sum, calibrated...), not two_stage")
 
-    def per_kind(rows: list[tuple[Any, Any, Any]]) -> list[tuple[str, dict[str, tuple[float, bool]]]]:
+    def per_kind(rows: list[tuple[Any, Any, Any]]) -> list[tuple[Any, dict[str, tuple[float, bool]]]]:
         """Per step: its kind, and for each candidate kind the best score in it (the first of equal ones)
         and whether that candidate agrees; an additive bias only decides between these."""
         out = []
         for step, scores, check in rows:
             best: dict[str, tuple[float, int]] = {}
-            for i, (kind, score) in enumerate(zip(scores.kinds, scores.scores(scoring), strict=True)):
+            for i, (kind, score) in enumerate(zip(scores.kinds, scores.scores(scoring, prior_weight),
+                                                  strict=True)):
                 if kind not in best or score > best[kind][0]:
                     best[kind] = (score, i)
-            out.append((step.kind, {k: (v, equivalent(scores.candidates[i], step, check))
-                                    for k, (v, i) in best.items()}))
+            out.append((step, {k: (v, equivalent(scores.candidates[i], step, check))
+                               for k, (v, i) in best.items()}))
         return out
 
-    def agreement(rows: list[tuple[str, dict[str, tuple[float, bool]]]],
+    def agreement(rows: list[tuple[Any, dict[str, tuple[float, bool]]]],
                   bias: dict[str, float]) -> dict[str, list[int]]:
+        """Agreeing / all steps, in all and per kind, and under ``tasks`` the tasks whose every step agrees
+        (teacher-forced: an upper bound on the episodes the policy solves from the same start)."""
         table: dict[str, list[int]] = {}
-        for step_kind, best in rows:
+        whole: dict[tuple[str, int], bool] = {}
+        for step, best in rows:
+            step_kind = step.kind
             # dicts keep first-seen order, so ties go to the kind of the earliest candidate, as best_index
             pick = max(best, key=lambda k: best[k][0] + bias.get(k, 0.0))
             ok = best[pick][1]
+            whole[(step.split, step.task_id)] = whole.get((step.split, step.task_id), True) and ok
             for key in ("all", step_kind):
                 table.setdefault(key, [0, 0])
                 table[key][0] += ok
                 table[key][1] += 1
+        table["tasks"] = [sum(whole.values()), len(whole)]
         return table
 
     train, held = per_kind(scored(train_splits)), per_kind(scored(heldout_splits))
@@ -410,7 +417,8 @@ def fit_kind_bias(model_name: str, genome: str, train_splits: Sequence[str], hel
             best = (*key, bias)
     assert best is not None
     fitted = {k: v for k, v in best[2].items() if v}
-    return {"model": model_name, "genome": genome, "scoring": scoring, "version": version,
+    return {"model": model_name, "genome": genome, "scoring": scoring, "prior_weight": prior_weight,
+            "version": version,
             "train_splits": list(train_splits), "heldout_splits": list(heldout_splits),
             "kind_bias": fitted, "train": {"none": agreement(train, {}), "fitted": agreement(train, fitted)},
             "heldout": {"none": agreement(held, {}), "fitted": agreement(held, fitted)}}
@@ -525,18 +533,21 @@ def cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--fit-kind-bias", nargs="+", default=None, metavar="TRAIN_SPLIT",
                         help="fit PolicyConfig.kind_bias on these splits' cached scores and report it on "
                              "--splits (no model forward)")
+    parser.add_argument("--fit-scoring", default="mean",
+                        help="with --fit-kind-bias: the scoring to fit under (mean, calibrated@0.5, ...)")
     parser.add_argument("--code-version", default=None,
                         help="with --fit-kind-bias: read the scores made by this es_agent/ tree id")
     args = parser.parse_args(argv)
     if args.fit_kind_bias:
         for model_name in args.models:
             for genome in args.genomes:
-                fit = fit_kind_bias(model_name, genome, args.fit_kind_bias, args.splits,
-                                    version=args.code_version)
+                scoring, _, weight = args.fit_scoring.partition("@")
+                fit = fit_kind_bias(model_name, genome, args.fit_kind_bias, args.splits, scoring=scoring,
+                                    prior_weight=float(weight or 1.0), version=args.code_version)
                 for part in ("train", "heldout"):
                     for which in ("none", "fitted"):
                         row = fit[part][which]
-                        print(f"{model_name} {genome} {part:<7} {which:<6} kind_bias "
+                        print(f"{model_name} {genome} {args.fit_scoring} {part:<7} {which:<6} kind_bias "
                               f"{fit['kind_bias'] if which == 'fitted' else {}}: "
                               + ", ".join(f"{k} {a}/{n}" for k, (a, n) in sorted(row.items())))
                 if args.json:

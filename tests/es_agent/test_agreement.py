@@ -142,6 +142,7 @@ def test_fit_kind_bias_finds_the_smallest_bias_that_fixes_the_training_steps(tmp
     fit = fit_kind_bias("fake", "no_skill", ["tier1_train"], ["tier1_test"], version="v0", cache_dir=tmp_path)
     assert sum(abs(v) for v in fit["kind_bias"].values()) == 0.75
     assert fit["train"]["none"]["all"] == [0, 2] and fit["train"]["fitted"]["all"] == [2, 2]
+    assert fit["train"]["fitted"]["tasks"] == [2, 2] and fit["heldout"]["none"]["tasks"] == [0, 1]
     assert fit["heldout"]["none"]["click"] == [0, 1] and fit["heldout"]["fitted"]["click"] == [1, 1]
     with pytest.raises(BenchmarkError, match="have no scores in .*scores-fake-no_skill-tier1_train-v1"):
         fit_kind_bias("fake", "no_skill", ["tier1_train"], ["tier1_test"], version="v1", cache_dir=tmp_path)

@@ -6,6 +6,7 @@ the worker's batched path returns the rewards of its per-row path."""
 
 from __future__ import annotations
 
+import dataclasses
 import string
 from collections.abc import Iterator
 from typing import Any
@@ -159,33 +160,37 @@ def test_batched_prefill_rejects_bad_input(tiny: tuple[Any, Any]) -> None:
 
 
 def _sequential(model: Any, tok: Any, genome: Any, env: gym.Env, seed: int, scale: float, task: int,
-                reset_seed: int, max_steps: int | None) -> Any:
-    policy = LLMPolicy(model, tok, genome, CONFIG)
+                reset_seed: int, max_steps: int | None, config: PolicyConfig = CONFIG) -> Any:
+    policy = LLMPolicy(model, tok, genome, config)
     with perturbed(model, seed, scale, mode="lowrank", rank=RANK):
         return run_episode(env, policy, seed=reset_seed, options={"task_id": task}, max_steps=max_steps)
 
 
-@pytest.mark.parametrize("max_steps", [4, None])
+@pytest.mark.parametrize(("max_steps", "kind_bias"),
+                         [(4, {}), (None, {}), (None, {"stop": -0.5, "click": 0.25})])
 def test_lockstep_episodes_equal_sequential_ones(tiny: tuple[Any, Any], pools: Any, envs: list[gym.Env],
-                                                 max_steps: int | None) -> None:
+                                                 max_steps: int | None, kind_bias: dict[str, float]) -> None:
     """Same actions, errors, steps, truncation and rewards as run_episode per member; members finish at
-    different steps (stop, the env's truncation, max_steps) and drop out of the batch."""
+    different steps (stop, the env's truncation, max_steps) and drop out of the batch. A kind_bias is added
+    on both paths alike."""
     model, tok = tiny
+    config = dataclasses.replace(CONFIG, kind_bias=kind_bias)
     genomes = [pools.baseline("no_skill"), pools.from_indices((0, 1, 0))]
     members = [Member(genomes[i % 2], s, sc) for i, (s, sc) in enumerate(MEMBERS)]
     before = weights_checksum(model)
-    lockstep = LockstepPopulation(model, tok, CONFIG, rank=RANK)
+    lockstep = LockstepPopulation(model, tok, config, rank=RANK)
     for task in (0, 2):
         reset_seeds = [100 + task] * len(members)
         got = lockstep.run(envs, members, reset_seeds=reset_seeds, options=[{"task_id": task}] * len(members),
                            max_steps=max_steps)
         for m, result in zip(members, got, strict=True):
-            ref = _sequential(model, tok, m.genome, envs[0], m.seed, m.scale, task, 100 + task, max_steps)
+            ref = _sequential(model, tok, m.genome, envs[0], m.seed, m.scale, task, 100 + task, max_steps,
+                              config)
             assert [s.action for s in result.trajectory] == [s.action for s in ref.trajectory]
             assert result.trajectory == ref.trajectory and result.errors == ref.errors
             assert (result.reward, result.steps, result.terminated, result.truncated, result.task_id) == (
                 ref.reward, ref.steps, ref.terminated, ref.truncated, ref.task_id)
-        if max_steps is None:
+        if max_steps is None and not kind_bias:  # (with stop biased down, every member runs to truncation)
             assert len({r.steps for r in got}) > 1, "members should finish at different steps"
             assert any(r.terminated for r in got) and any(r.truncated for r in got)
     assert weights_checksum(model) == before  # low-rank noise never writes the weights
