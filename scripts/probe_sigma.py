@@ -1,8 +1,8 @@
 """Does a weight perturbation of scale sigma keep a model's right answers? A check for choosing es.sigma_0.
 
 Teacher-forced on the recorded tier-1 reference steps of the given tasks (``bench_agreement`` records them),
-the policy (genome ``no_skill``, calibrated scoring) picks an action under full-rank perturbations of 2 seeds x
-both signs per sigma; the line per sigma counts the agreeing picks. Where sigma keeps none, every antithetic
+the policy (genome ``no_skill``, calibrated scoring) picks an action under full-rank perturbations of 2 seeds
+x both signs per sigma; the line per sigma counts the agreeing picks. Where sigma keeps none, every antithetic
 pair ties at 0 and the ES update is empty; where it keeps all, the pair acts alike.
 
     .venv/bin/python scripts/probe_sigma.py embedded-qwen 10025,10026,10027 0.01,0.004,0.002
@@ -17,11 +17,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_agreement import answer_checker, load, recorded_path  # noqa: E402
-from es_agent.agreement import equivalent, load_trajectories  # noqa: E402
-from es_agent.perturb import perturbed  # noqa: E402
-from es_agent.policy import LLMPolicy, PolicyConfig  # noqa: E402
-from es_agent.prompts import PromptPools  # noqa: E402
+from benchmarks.bench_agreement import answer_checker, load, recorded_path
+from es_agent.agreement import equivalent, load_trajectories
+from es_agent.perturb import perturbed
+from es_agent.policy import LLMPolicy, PolicyConfig
+from es_agent.prompts import PromptPools
 
 
 def main(name: str, task_ids: list[int], sigmas: list[float]) -> None:
