@@ -179,19 +179,31 @@ def recorded_path(split: str, cache_dir: Path = CACHE_DIR) -> Path:
     return cache_dir / f"reference-{split}-{task_file_digest(split)[:16]}.json"
 
 
-def cached_records(model_name: str, genome: str, split: str, variants: Sequence[tuple[str, float]] = VARIANTS,
-                   cache_dir: Path = CACHE_DIR) -> tuple[list[Any], int] | None:
-    """The :class:`~es_agent.agreement.StepRecord` of every step of ``split`` whose scores are cached, and
-    the number of recorded steps, with no model forward and no browser; ``None`` when the split's reference
-    steps were never recorded (:func:`record`)."""
-    from es_agent.agreement import evaluate_step, load_trajectories
+def _cached_split(model_name: str, genome: str, split: str, cache_dir: Path = CACHE_DIR,
+                  version: str | None = None) -> tuple[list[Any], dict[str, Any], Any] | None:
+    """A split's recorded reference steps, the cached scores of ``version`` (default: this agent code) by step
+    key, and its answer checker; ``None`` when the split's steps were never recorded (:func:`record`)."""
+    from es_agent.agreement import load_trajectories
 
     path = recorded_path(split, cache_dir)
     if not path.exists():
         return None
     steps, meta = load_trajectories(path)
-    cached = read_scores(scores_path(model_name, genome, split, cache_dir))
-    check = answer_checker(split, meta)
+    cached = read_scores(scores_path(model_name, genome, split, cache_dir, version=version))
+    return steps, cached, answer_checker(split, meta)
+
+
+def cached_records(model_name: str, genome: str, split: str, variants: Sequence[tuple[str, float]] = VARIANTS,
+                   cache_dir: Path = CACHE_DIR) -> tuple[list[Any], int] | None:
+    """The :class:`~es_agent.agreement.StepRecord` of every step of ``split`` whose scores are cached, and
+    the number of recorded steps, with no model forward and no browser; ``None`` when the split's reference
+    steps were never recorded (:func:`record`)."""
+    from es_agent.agreement import evaluate_step
+
+    found = _cached_split(model_name, genome, split, cache_dir)
+    if found is None:
+        return None
+    steps, cached, check = found
     records = [evaluate_step(step, cached[_step_key(step)], check, variants)
                for step in steps if _step_key(step) in cached]
     return records, len(steps)
@@ -350,29 +362,28 @@ def fit_kind_bias(model_name: str, genome: str, train_splits: Sequence[str], hel
     error naming the score file (score it first: ``--budget-s``)."""
     import itertools
 
-    from es_agent.agreement import equivalent, load_trajectories
+    from es_agent.agreement import equivalent
+
+    if scoring.startswith("two_stage"):
+        raise ValueError("fit_kind_bias fits the additive scorings (mean, sum, calibrated...), not two_stage")
 
     def scored(splits: Sequence[str]) -> list[tuple[Any, Any, Any]]:
         out = []
         for split in splits:
-            path = recorded_path(split, cache_dir)
-            if not path.exists():
-                raise BenchmarkError(f"the reference steps of {split!r} were never recorded ({path}); run "
-                                     f"bench_agreement --splits {split} first")
-            steps, meta = load_trajectories(path)
-            file = scores_path(model_name, genome, split, cache_dir, version=version)
-            cached = read_scores(file)
+            found = _cached_split(model_name, genome, split, cache_dir, version)
+            if found is None:
+                raise BenchmarkError(f"the reference steps of {split!r} were never recorded "
+                                     f"({recorded_path(split, cache_dir)}); run bench_agreement --splits "
+                                     f"{split} first")
+            steps, cached, check = found
             missing = [s for s in steps if _step_key(s) not in cached]
             if missing:
+                file = scores_path(model_name, genome, split, cache_dir, version=version)
                 raise BenchmarkError(f"{len(missing)} of the {len(steps)} steps of {split!r} have no scores "
                                      f"in {file}; score them first (bench_agreement --models {model_name} "
                                      f"--genomes {genome} --splits {split})")
-            check = answer_checker(split, meta)
             out += [(step, cached[_step_key(step)], check) for step in steps]
         return out
-
-    if scoring.startswith("two_stage"):
-        raise ValueError("fit_kind_bias fits the additive scorings (mean, sum, calibrated...), not two_stage")
 
     def per_kind(rows: list[tuple[Any, Any, Any]]) -> list[tuple[Any, dict[str, tuple[float, bool]]]]:
         """Per step: its kind, and for each candidate kind the best score in it (the first of equal ones)
@@ -395,12 +406,11 @@ def fit_kind_bias(model_name: str, genome: str, train_splits: Sequence[str], hel
         table: dict[str, list[int]] = {}
         whole: dict[tuple[str, int], bool] = {}
         for step, best in rows:
-            step_kind = step.kind
             # dicts keep first-seen order, so ties go to the kind of the earliest candidate, as best_index
             pick = max(best, key=lambda k: best[k][0] + bias.get(k, 0.0))
             ok = best[pick][1]
             whole[(step.split, step.task_id)] = whole.get((step.split, step.task_id), True) and ok
-            for key in ("all", step_kind):
+            for key in ("all", step.kind):
                 table.setdefault(key, [0, 0])
                 table[key][0] += ok
                 table[key][1] += 1

@@ -562,7 +562,7 @@ def combine_scores(token_logps: Sequence[Sequence[float]], scoring: str, *,
                              f"{None if kinds is None else len(kinds)})")
         if not scoring.startswith("two_stage"):
             plain = combine_scores(token_logps, scoring, prior=prior, kinds=kinds, prior_weight=prior_weight)
-            return [score + kind_bias.get(kind, 0.0) for score, kind in zip(plain, kinds, strict=True)]
+            return add_kind_bias(plain, kinds, kind_bias)
     n = len(token_logps)
     if any(not lp for lp in token_logps):
         raise ValueError("every candidate needs at least one token log-probability")
@@ -596,6 +596,13 @@ def combine_scores(token_logps: Sequence[Sequence[float]], scoring: str, *,
     best_kind = max(mass, key=lambda k: mass[k])  # dicts keep first-seen order: ties go to the first kind
     inner = calibrated if scoring == "two_stage_calibrated" else sums
     return [score if kind == best_kind else float("-inf") for kind, score in zip(kinds, inner, strict=True)]
+
+
+def add_kind_bias(scores: Sequence[float], kinds: Sequence[str],
+                  kind_bias: Mapping[str, float]) -> list[float]:
+    """``scores[i] + kind_bias[kinds[i]]`` (0 for a kind it does not name): how a kind bias enters an additive
+    scoring, on the per-row and the batched path alike."""
+    return [score + kind_bias.get(kind, 0.0) for score, kind in zip(scores, kinds, strict=True)]
 
 
 def best_index(scores: Sequence[float]) -> int:

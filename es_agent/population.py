@@ -35,7 +35,7 @@ import torch
 
 from es_agent import interrupt
 from es_agent.actions_space import build_candidates
-from es_agent.decoding import BatchState, action_kind, prefill_batch, score_candidates_batch
+from es_agent.decoding import BatchState, action_kind, add_kind_bias, prefill_batch, score_candidates_batch
 from es_agent.rollout import EpisodeResult, StepRecord, _digest, _head
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -125,7 +125,7 @@ class _MemberPolicy:
         self._step = None
         bias = self.policy.config.kind_bias
         if bias:  # as the per-row path adds it (PolicyConfig.kind_bias)
-            scores = [s + bias.get(action_kind(c), 0.0) for s, c in zip(scores, cands, strict=True)]
+            scores = add_kind_bias(scores, [action_kind(c) for c in cands], bias)
         best = max(range(len(scores)), key=scores.__getitem__)
         action = cands[best]
         p = self.policy
