@@ -348,7 +348,49 @@ def reachability(splits: Sequence[str], model_name: str = "embedded", genome: st
 
 
 BIAS_GRID: tuple[float, ...] = tuple(x / 4 for x in range(-24, 25))
-"""The ``kind_bias`` values :func:`fit_kind_bias` tries for each kind (-6 to 6 in steps of 0.25)."""
+"""The kind-bias values :func:`fit_kind_bias` tries per kind."""
+GOAL_PRIOR_GRID: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0,
+                                      20.0, 30.0, 50.0, 75.0, 100.0, 150.0, 200.0, 300.0, 500.0)
+"""The :attr:`~es_agent.policy.PolicyConfig.goal_prior` weights :func:`fit_goal_prior` tries: per-token
+scorings (``mean``) move at a few units, sums and calibrated ones (whose page answers score tens of nats
+above a click) at hundreds."""
+
+
+def _scored_rows(model_name: str, genome: str, splits: Sequence[str], version: str | None,
+                 cache_dir: Path) -> list[tuple[Any, Any, Any]]:
+    """``(step, cached StepScores, answer checker)`` of every recorded step of ``splits``; a split never
+    recorded, or a step without scores, is an error naming what to run."""
+    out = []
+    for split in splits:
+        found = _cached_split(model_name, genome, split, cache_dir, version)
+        if found is None:
+            raise BenchmarkError(f"the reference steps of {split!r} were never recorded "
+                                 f"({recorded_path(split, cache_dir)}); run bench_agreement --splits "
+                                 f"{split} first")
+        steps, cached, check = found
+        missing = [s for s in steps if _step_key(s) not in cached]
+        if missing:
+            file = scores_path(model_name, genome, split, cache_dir, version=version)
+            raise BenchmarkError(f"{len(missing)} of the {len(steps)} steps of {split!r} have no scores "
+                                 f"in {file}; score them first (bench_agreement --models {model_name} "
+                                 f"--genomes {genome} --splits {split})")
+        out += [(step, cached[_step_key(step)], check) for step in steps]
+    return out
+
+
+def _agreement_table(outcomes: Sequence[tuple[Any, bool]]) -> dict[str, list[int]]:
+    """Agreeing / all steps, in all and per kind, and under ``tasks`` the tasks whose every step agrees
+    (teacher-forced: an upper bound on the episodes the policy solves from the same start)."""
+    table: dict[str, list[int]] = {}
+    whole: dict[tuple[str, int], bool] = {}
+    for step, ok in outcomes:
+        whole[(step.split, step.task_id)] = whole.get((step.split, step.task_id), True) and ok
+        for key in ("all", step.kind):
+            table.setdefault(key, [0, 0])
+            table[key][0] += ok
+            table[key][1] += 1
+    table["tasks"] = [sum(whole.values()), len(whole)]
+    return table
 
 
 def fit_kind_bias(model_name: str, genome: str, train_splits: Sequence[str], heldout_splits: Sequence[str],
@@ -367,24 +409,6 @@ def fit_kind_bias(model_name: str, genome: str, train_splits: Sequence[str], hel
     if scoring.startswith("two_stage"):
         raise ValueError("fit_kind_bias fits the additive scorings (mean, sum, calibrated...), not two_stage")
 
-    def scored(splits: Sequence[str]) -> list[tuple[Any, Any, Any]]:
-        out = []
-        for split in splits:
-            found = _cached_split(model_name, genome, split, cache_dir, version)
-            if found is None:
-                raise BenchmarkError(f"the reference steps of {split!r} were never recorded "
-                                     f"({recorded_path(split, cache_dir)}); run bench_agreement --splits "
-                                     f"{split} first")
-            steps, cached, check = found
-            missing = [s for s in steps if _step_key(s) not in cached]
-            if missing:
-                file = scores_path(model_name, genome, split, cache_dir, version=version)
-                raise BenchmarkError(f"{len(missing)} of the {len(steps)} steps of {split!r} have no scores "
-                                     f"in {file}; score them first (bench_agreement --models {model_name} "
-                                     f"--genomes {genome} --splits {split})")
-            out += [(step, cached[_step_key(step)], check) for step in steps]
-        return out
-
     def per_kind(rows: list[tuple[Any, Any, Any]]) -> list[tuple[Any, dict[str, tuple[float, bool]]]]:
         """Per step: its kind, and for each candidate kind the best score in it (the first of equal ones)
         and whether that candidate agrees; an additive bias only decides between these."""
@@ -401,23 +425,13 @@ def fit_kind_bias(model_name: str, genome: str, train_splits: Sequence[str], hel
 
     def agreement(rows: list[tuple[Any, dict[str, tuple[float, bool]]]],
                   bias: dict[str, float]) -> dict[str, list[int]]:
-        """Agreeing / all steps, in all and per kind, and under ``tasks`` the tasks whose every step agrees
-        (teacher-forced: an upper bound on the episodes the policy solves from the same start)."""
-        table: dict[str, list[int]] = {}
-        whole: dict[tuple[str, int], bool] = {}
-        for step, best in rows:
-            # dicts keep first-seen order, so ties go to the kind of the earliest candidate, as best_index
-            pick = max(best, key=lambda k: best[k][0] + bias.get(k, 0.0))
-            ok = best[pick][1]
-            whole[(step.split, step.task_id)] = whole.get((step.split, step.task_id), True) and ok
-            for key in ("all", step.kind):
-                table.setdefault(key, [0, 0])
-                table[key][0] += ok
-                table[key][1] += 1
-        table["tasks"] = [sum(whole.values()), len(whole)]
-        return table
+        # dicts keep first-seen order, so ties go to the kind of the earliest candidate, as best_index
+        picks = [(step, max(best, key=lambda k: best[k][0] + bias.get(k, 0.0))) for step, best in rows]
+        return _agreement_table([(step, best[pick][1]) for (step, best), (_, pick) in zip(rows, picks,
+                                                                                           strict=True)])
 
-    train, held = per_kind(scored(train_splits)), per_kind(scored(heldout_splits))
+    train = per_kind(_scored_rows(model_name, genome, train_splits, version, cache_dir))
+    held = per_kind(_scored_rows(model_name, genome, heldout_splits, version, cache_dir))
     best: tuple[int, float, dict[str, float]] | None = None
     for values in itertools.product(grid, repeat=len(kinds)):
         bias = dict(zip(kinds, values, strict=True))
@@ -432,6 +446,43 @@ def fit_kind_bias(model_name: str, genome: str, train_splits: Sequence[str], hel
             "train_splits": list(train_splits), "heldout_splits": list(heldout_splits),
             "kind_bias": fitted, "train": {"none": agreement(train, {}), "fitted": agreement(train, fitted)},
             "heldout": {"none": agreement(held, {}), "fitted": agreement(held, fitted)}}
+
+
+def fit_goal_prior(model_name: str, genome: str, train_splits: Sequence[str], heldout_splits: Sequence[str],
+                   scoring: str = "mean", prior_weight: float = 1.0, version: str | None = None,
+                   cache_dir: Path = CACHE_DIR, grid: Sequence[float] = GOAL_PRIOR_GRID) -> dict[str, Any]:
+    """The :attr:`~es_agent.policy.PolicyConfig.goal_prior` weight of ``grid`` that maximises step agreement
+    under ``scoring`` on ``train_splits`` (then the tasks whose every step agrees; ties go to the smallest
+    weight), and every weight's agreement on the training and the ``heldout_splits``, per action kind. The
+    target overlaps come from each recorded observation's goal and tree (:func:`es_agent.grounding.
+    target_overlaps`), the scores from the cache of ``version`` (no model forward)."""
+    from es_agent.agreement import equivalent
+    from es_agent.decoding import best_index
+    from es_agent.grounding import add_goal_prior, target_overlaps
+
+    def prepared(splits: Sequence[str]) -> list[tuple[Any, list[float], list[float], list[bool]]]:
+        out = []
+        for step, scores, check in _scored_rows(model_name, genome, splits, version, cache_dir):
+            overlaps = target_overlaps(scores.candidates, str(step.obs.get("axtree", "")),
+                                       str(step.obs.get("goal", "")))
+            ok = [equivalent(c, step, check) for c in scores.candidates]
+            out.append((step, scores.scores(scoring, prior_weight), overlaps, ok))
+        return out
+
+    def agreement(rows: list[tuple[Any, list[float], list[float], list[bool]]],
+                  weight: float) -> dict[str, list[int]]:
+        return _agreement_table([(step, ok[best_index(add_goal_prior(scores, overlaps, weight))])
+                                 for step, scores, overlaps, ok in rows])
+
+    train, held = prepared(train_splits), prepared(heldout_splits)
+    per_weight = {w: {"train": agreement(train, w), "heldout": agreement(held, w)} for w in grid}
+    fitted = max(grid, key=lambda w: (per_weight[w]["train"]["all"][0], per_weight[w]["train"]["tasks"][0],
+                                      -w))
+    return {"model": model_name, "genome": genome, "scoring": scoring, "prior_weight": prior_weight,
+            "version": version, "train_splits": list(train_splits), "heldout_splits": list(heldout_splits),
+            "goal_prior": fitted, "grid": [{"goal_prior": w, **per_weight[w]} for w in grid],
+            "train": {"none": agreement(train, 0.0), "fitted": per_weight[fitted]["train"]},
+            "heldout": {"none": agreement(held, 0.0), "fitted": per_weight[fitted]["heldout"]}}
 
 
 # ---------------------------------------------------------------------------------------------- reporting
@@ -543,11 +594,32 @@ def cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--fit-kind-bias", nargs="+", default=None, metavar="TRAIN_SPLIT",
                         help="fit PolicyConfig.kind_bias on these splits' cached scores and report it on "
                              "--splits (no model forward)")
+    parser.add_argument("--fit-goal-prior", nargs="+", default=None, metavar="TRAIN_SPLIT",
+                        help="fit PolicyConfig.goal_prior on these splits' cached scores and report every "
+                             "weight on them and on --splits (no model forward)")
     parser.add_argument("--fit-scoring", default="mean",
-                        help="with --fit-kind-bias: the scoring to fit under (mean, calibrated@0.5, ...)")
+                        help="with --fit-kind-bias / --fit-goal-prior: the scoring to fit under (mean, "
+                             "calibrated@0.5, ...)")
     parser.add_argument("--code-version", default=None,
-                        help="with --fit-kind-bias: read the scores made by this es_agent/ tree id")
+                        help="with --fit-kind-bias / --fit-goal-prior: read the scores made by this "
+                             "es_agent/ tree id")
     args = parser.parse_args(argv)
+    if args.fit_goal_prior:
+        scoring, _, weight = args.fit_scoring.partition("@")
+        for model_name in args.models:
+            for genome in args.genomes:
+                prior_fit = fit_goal_prior(model_name, genome, args.fit_goal_prior, args.splits,
+                                           scoring=scoring, prior_weight=float(weight or 1.0),
+                                           version=args.code_version)
+                for row in prior_fit["grid"]:
+                    mark = "  <- fitted" if row["goal_prior"] == prior_fit["goal_prior"] else ""
+                    print(f"{model_name} {genome} {args.fit_scoring} goal_prior {row['goal_prior']:>5g}: "
+                          + "; ".join(f"{part} " + ", ".join(f"{k} {a}/{n}" for k, (a, n) in
+                                                              sorted(row[part].items()))
+                                      for part in ("train", "heldout")) + mark)
+                if args.json:
+                    print(json.dumps(prior_fit, indent=1))
+        return 0
     if args.fit_kind_bias:
         for model_name in args.models:
             for genome in args.genomes:

@@ -56,6 +56,7 @@ from es_agent.decoding import (
     decode,
     prefill,
 )
+from es_agent.grounding import TARGETED, add_goal_prior, target_overlaps
 from es_agent.prefix_cache import PromptKVCache, weights_fingerprint
 from es_agent.prompts import (
     HistoryEntry,
@@ -95,6 +96,12 @@ class PolicyConfig:
     a kind bias of their own that decides most steps (SmolLM2-135M answers at almost every step, the embedded
     Qwen clicks): ``python -m benchmarks.bench_agreement --fit-kind-bias`` fits it on a training split by
     step agreement and reports it held out."""
+    goal_prior: float = 0.0
+    """Weight of the lexical prior on an action's target (:mod:`es_agent.grounding`): ``goal_prior *
+    goal_overlap(goal, element name)`` is added to the score of every ``click`` / ``hover`` / ``type``
+    candidate (``constrained_method="score"``; 0: off, the behaviour before). Neither embedded model grounds
+    a click by its log-probabilities alone (0 of 28 held-out tier-1 clicks); ``python -m
+    benchmarks.bench_agreement --fit-goal-prior`` fits the weight on a training split."""
     max_new_tokens: int = 64
     """Bound on generated tokens in free mode."""
     max_prompt_tokens: int = 1536
@@ -137,6 +144,12 @@ class PolicyConfig:
                 raise ValueError(f"kind_bias keys are action kinds such as 'stop' or 'click', got {kind!r}")
             if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not math.isfinite(bias):
                 raise ValueError(f"kind_bias[{kind!r}] must be a finite number, got {bias!r}")
+        if isinstance(self.goal_prior, bool) or not isinstance(self.goal_prior, (int, float)) \
+                or not math.isfinite(self.goal_prior) or self.goal_prior < 0:
+            raise ValueError(f"goal_prior must be a finite number >= 0, got {self.goal_prior!r}")
+        if self.goal_prior and self.constrained_method != "score":
+            raise ValueError("goal_prior needs constrained_method='score' (greedy decoding has no scores "
+                             "to add it to)")
         if self.max_new_tokens < 1 or self.max_prompt_tokens < 64:
             raise ValueError("max_new_tokens >= 1 and max_prompt_tokens >= 64 are required")
         if self.observation not in ("compact", "full"):
@@ -180,9 +193,6 @@ class StepScores:
         return self.candidates[best_index(self.scores(scoring, prior_weight, kind_bias))]
 
 
-_TARGETED = re.compile(r"^(click|hover|type) \[([^\]]+)\]")
-
-
 def scored_texts(cands: Sequence[str], axtree: str) -> list[str]:
     """The candidates as :attr:`PolicyConfig.name_targets` scores them: a ``click`` / ``hover`` / ``type``
     on an element of ``axtree`` gets the element's role and quoted name after its id (``click [12] link
@@ -191,7 +201,7 @@ def scored_texts(cands: Sequence[str], axtree: str) -> list[str]:
     named = {n.id: f"{n.role} '{n.name}'" for n in parse_axtree(axtree) if n.id and n.name}
     out = []
     for cand in cands:
-        match = _TARGETED.match(cand)
+        match = TARGETED.match(cand)
         label = named.get(match[2]) if match else None
         out.append(cand if match is None or label is None
                    else f"{cand[:match.end()]} {label}{cand[match.end():]}")
@@ -482,11 +492,15 @@ class LLMPolicy:
         else:
             picks, extra = [], []
             scoring = self.config.scoring
-            for row, seqs, cands in zip(rows, encoded, per_row, strict=True):
+            for row, seqs, cands, prompt, obs in zip(rows, encoded, per_row, prompts, observations,
+                                                     strict=True):
                 logps = candidate_logprobs(self.model, row, seqs)
                 prior = self._candidate_priors(seqs) if scoring in NEEDS_PRIOR else None
                 step = StepScores(cands, [action_kind(c) for c in cands], logps, prior)
                 scores = step.scores(scoring, self.config.prior_weight, self.config.kind_bias)
+                if self.config.goal_prior:
+                    overlaps = target_overlaps(cands, prompt.axtree, str(obs.get("goal", "")))
+                    scores = add_goal_prior(scores, overlaps, self.config.goal_prior)
                 best = best_index(scores)
                 picks.append(best)
                 extra.append({"score": scores[best]})

@@ -36,6 +36,7 @@ import torch
 from es_agent import interrupt
 from es_agent.actions_space import build_candidates
 from es_agent.decoding import BatchState, action_kind, add_kind_bias, prefill_batch, score_candidates_batch
+from es_agent.grounding import add_goal_prior, target_overlaps
 from es_agent.rollout import EpisodeResult, StepRecord, _digest, _head
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -94,7 +95,7 @@ class _MemberPolicy:
                              f"decoding={policy.config.decoding!r}, "
                              f"constrained_method={policy.config.constrained_method!r}")
         self.policy = policy
-        self._step: tuple[Any, list[str]] | None = None
+        self._step: tuple[Any, list[str], str] | None = None
 
     def prepare(self, obs: Mapping[str, Any]) -> tuple[list[int], list[list[int]]]:
         """Prompt tokens and encoded candidates of the next step on ``obs``."""
@@ -112,7 +113,7 @@ class _MemberPolicy:
         fmt = p.genome.action_format
         ids = p.tokenizer([c + fmt.action_suffix for c in cands], add_special_tokens=False)["input_ids"]
         encoded = [list(seq) + ([] if fmt.action_suffix else [p._end_ids[0]]) for seq in ids]
-        self._step = (prompt, cands)
+        self._step = (prompt, cands, str(obs.get("goal", "")))
         return list(prompt.ids), encoded
 
     def finish(self, scores: Sequence[float], seconds: float) -> str:
@@ -121,11 +122,13 @@ class _MemberPolicy:
 
         if self._step is None:
             raise RuntimeError("finish() without prepare()")
-        prompt, cands = self._step
+        prompt, cands, goal = self._step
         self._step = None
-        bias = self.policy.config.kind_bias
-        if bias:  # as the per-row path adds it (PolicyConfig.kind_bias)
-            scores = add_kind_bias(scores, [action_kind(c) for c in cands], bias)
+        config = self.policy.config
+        if config.kind_bias:  # as the per-row path adds them (PolicyConfig.kind_bias, goal_prior)
+            scores = add_kind_bias(scores, [action_kind(c) for c in cands], config.kind_bias)
+        if config.goal_prior:
+            scores = add_goal_prior(scores, target_overlaps(cands, prompt.axtree, goal), config.goal_prior)
         best = max(range(len(scores)), key=scores.__getitem__)
         action = cands[best]
         p = self.policy

@@ -148,6 +148,35 @@ def test_fit_kind_bias_finds_the_smallest_bias_that_fixes_the_training_steps(tmp
         fit_kind_bias("fake", "no_skill", ["tier1_train"], ["tier1_test"], version="v1", cache_dir=tmp_path)
 
 
+def test_fit_goal_prior_finds_the_smallest_weight_that_grounds_the_training_clicks(tmp_path: Path) -> None:
+    """Hand-built scores: ``stop`` beats the right click by 0.6 (mean) on both training steps; the click's
+    link shares 2 of the goal's 3 content words, so weights above 0.9 flip them and the fit picks the grid's
+    1.0; at 30 the wrong link 'Open' (1 of 3 words, scored 2.0 lower) still loses. Held out the same."""
+    from benchmarks.bench_agreement import _step_key, fit_goal_prior, recorded_path, scores_path
+
+    def step(split: str, task: int) -> ReferenceStep:
+        obs = {"axtree": "[5] link 'Next page'\n[6] link 'Open'\n[7] button", "url": "http://shop/",
+               "goal": "Open the next page", "tabs": "", "last_action_error": ""}
+        return ReferenceStep(task, split, 0, obs, "click [5]", (), 2)
+
+    for split, tasks in (("tier1_train", (1, 2)), ("tier1_test", (3,))):
+        steps = [step(split, t) for t in tasks]
+        save_trajectories(recorded_path(split, tmp_path), steps, {"sites": {"shopping": "http://shop"}})
+        with scores_path("fake", "no_skill", split, tmp_path, version="v0").open("w") as out:
+            for s in steps:
+                out.write(json.dumps({"key": _step_key(s),
+                                      "candidates": ["click [5]", "click [6]", "click [7]", "stop [N/A]"],
+                                      "kinds": ["click", "click", "click", "stop"],
+                                      "token_logps": [[-1.0], [-3.0], [-0.5], [-0.4]], "prior": None}) + "\n")
+    fit = fit_goal_prior("fake", "no_skill", ["tier1_train"], ["tier1_test"], version="v0",
+                         cache_dir=tmp_path)
+    assert fit["goal_prior"] == 1.0
+    assert fit["train"]["none"]["all"] == [0, 2] and fit["train"]["fitted"]["all"] == [2, 2]
+    assert fit["heldout"]["none"]["click"] == [0, 1] and fit["heldout"]["fitted"]["tasks"] == [1, 1]
+    by_weight = {row["goal_prior"]: row for row in fit["grid"]}
+    assert by_weight[0.5]["train"]["all"] == [0, 2] and by_weight[30.0]["heldout"]["all"] == [1, 1]
+
+
 # ------------------------------------------------------------------------------ real tiny-model forwards
 
 def _reference_logps(model: Any, prompt: list[int], cand: list[int]) -> list[float]:
