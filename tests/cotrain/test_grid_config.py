@@ -22,6 +22,7 @@ from cotrain.grid_config import (
     load_grid_config,
     planned_budget,
     reflection_generations,
+    run_config,
 )
 from cotrain.prompt_evolution import PromptEvolver
 
@@ -80,6 +81,16 @@ def test_shipped_grid_files_parse_and_name_nine_settings() -> None:
         assert grid.arm_names == ("start", "prompts", "weights", "both")
         assert len(grid.settings) == 9 and {s.model for s in grid.settings} == {model}
     assert Setting("tiny:0", "shopping_admin", 2).name == "tiny0_shopping_admin_t2"
+
+
+def test_goal_prior_grid_runs_tier_one_with_the_fitted_weight_on_every_arm() -> None:
+    grid = load_grid_config(REPO / "configs" / "grid_goal_prior.toml")
+    assert grid.base == BASE and [s.tier for s in grid.settings] == [1, 1, 1]
+    runs = plan_grid(grid, settings=["embedded_reddit_t1"])
+    assert [r.arm for r in runs] == ["start"] + ["prompts", "weights", "both"] * 2
+    for run in runs:
+        cfg = run_config(grid, run.overrides, run.arm)
+        assert cfg.agent.policy["goal_prior"] == 200 and cfg.agent.policy["scoring"] == "calibrated"
 
 
 def test_planned_budget_counts_rollouts_reflections_and_evals() -> None:
