@@ -199,6 +199,10 @@ def _grid(args: argparse.Namespace) -> int:
                            log=lambda line: print(line, flush=True))
         print(f"grid: {len(outcome.finished)} run(s) finished now, {outcome.already} before, "
               f"{len(outcome.pending)} pending")
+        if outcome.held_elsewhere:
+            print(f"grid: {len(outcome.held_elsewhere)} pending run(s) are held by another process (another "
+                  f"esopt grid on {args.out}, or the jobs of a killed one): "
+                  f"{', '.join(outcome.held_elsewhere)}")
         for key, line in outcome.failed.items():
             print(f"esopt grid: error: run {key} failed: {line} (see {Path(args.out) / key / 'error.txt'})",
                   file=sys.stderr)

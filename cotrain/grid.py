@@ -401,6 +401,9 @@ class GridOutcome:
     """Runs still without a result (keys)."""
     failed: dict[str, str] = field(default_factory=dict)
     """Runs whose job failed in this invocation: key -> the error's last line."""
+    held_elsewhere: list[str] = field(default_factory=list)
+    """Pending runs whose lock another process holds (another ``esopt grid`` on the same directory, or the
+    jobs of one that was killed and still run): skipped here, not failed."""
 
 
 def run_grid(grid: GridConfig, out: str | Path, *, jobs: int = 1, settings: Sequence[str] | None = None,
@@ -444,6 +447,11 @@ def run_grid(grid: GridConfig, out: str | Path, *, jobs: int = 1, settings: Sequ
             elif failure.is_file():
                 outcome.failed[r.key] = failure.read_text().strip().splitlines()[-1:][0]
     outcome.pending = [r.key for r in plan if finished_result(r, out) is None]
+    for r in plan:
+        if r.key in outcome.pending and r.key not in outcome.failed and (r.folder(out) / LOCK_FILE).is_file():
+            with run_lock(r.folder(out)) as mine:
+                if not mine:
+                    outcome.held_elsewhere.append(r.key)
     return outcome
 
 
@@ -462,7 +470,11 @@ def work_queue(queue: Path) -> int:
             break
         run = GridRun.from_dict(data)
         with run_lock(run.folder(out)) as mine:
-            if not mine or finished_result(run, out) is not None:
+            if not mine:
+                print(f"{run.key}: another process holds its lock ({run.folder(out) / LOCK_FILE}): skipped "
+                      f"here", flush=True)
+                continue
+            if finished_result(run, out) is not None:
                 continue
             error = run.folder(out) / "error.txt"
             error.unlink(missing_ok=True)

@@ -143,6 +143,22 @@ def test_run_lock_is_exclusive(tmp_path: Path) -> None:
         assert again
 
 
+def test_a_run_locked_by_another_process_is_skipped_and_reported(tmp_path: Path,
+                                                                  capfd: pytest.CaptureFixture[str]) -> None:
+    """A real child job finds the run's lock held (as by another esopt grid, or the jobs of a killed one):
+    it says so and skips the run, and the outcome names it as held elsewhere, not failed."""
+    shipped = load_grid_config(REPO / "configs" / "grid.toml")
+    out = tmp_path / "out"
+    start = next(r for r in plan_grid(shipped, settings=["embedded_reddit_t1"]) if r.arm == "start")
+    with run_lock(start.folder(out)) as held:
+        assert held
+        outcome = run_grid(shipped, out, settings=["embedded_reddit_t1"], arms=["start"])
+    assert outcome.held_elsewhere == ["embedded_reddit_t1/start"] and outcome.failed == {}
+    assert outcome.pending == ["embedded_reddit_t1/start"] and outcome.finished == []
+    assert "embedded_reddit_t1/start: another process holds its lock" in capfd.readouterr().out
+    assert run_grid(shipped, out, settings=["embedded_reddit_t1"], max_runs=0).held_elsewhere == []
+
+
 def test_max_runs_and_time_budget_start_nothing_more(tmp_path: Path) -> None:
     shipped = load_grid_config(REPO / "configs" / "grid.toml")
     out = tmp_path / "out"
