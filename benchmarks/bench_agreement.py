@@ -425,10 +425,11 @@ def fit_kind_bias(model_name: str, genome: str, train_splits: Sequence[str], hel
 
     def agreement(rows: list[tuple[Any, dict[str, tuple[float, bool]]]],
                   bias: dict[str, float]) -> dict[str, list[int]]:
-        # dicts keep first-seen order, so ties go to the kind of the earliest candidate, as best_index
-        picks = [(step, max(best, key=lambda k: best[k][0] + bias.get(k, 0.0))) for step, best in rows]
-        return _agreement_table([(step, best[pick][1]) for (step, best), (_, pick) in zip(rows, picks,
-                                                                                           strict=True)])
+        def agrees(best: dict[str, tuple[float, bool]]) -> bool:
+            # dicts keep first-seen order, so ties go to the kind of the earliest candidate, as best_index
+            return best[max(best, key=lambda k: best[k][0] + bias.get(k, 0.0))][1]
+
+        return _agreement_table([(step, agrees(best)) for step, best in rows])
 
     train = per_kind(_scored_rows(model_name, genome, train_splits, version, cache_dir))
     held = per_kind(_scored_rows(model_name, genome, heldout_splits, version, cache_dir))
@@ -604,12 +605,12 @@ def cli(argv: list[str] | None = None) -> int:
                         help="with --fit-kind-bias / --fit-goal-prior: read the scores made by this "
                              "es_agent/ tree id")
     args = parser.parse_args(argv)
+    fit_scoring, _, fit_weight = args.fit_scoring.partition("@")
     if args.fit_goal_prior:
-        scoring, _, weight = args.fit_scoring.partition("@")
         for model_name in args.models:
             for genome in args.genomes:
                 prior_fit = fit_goal_prior(model_name, genome, args.fit_goal_prior, args.splits,
-                                           scoring=scoring, prior_weight=float(weight or 1.0),
+                                           scoring=fit_scoring, prior_weight=float(fit_weight or 1.0),
                                            version=args.code_version)
                 for row in prior_fit["grid"]:
                     mark = "  <- fitted" if row["goal_prior"] == prior_fit["goal_prior"] else ""
@@ -623,9 +624,8 @@ def cli(argv: list[str] | None = None) -> int:
     if args.fit_kind_bias:
         for model_name in args.models:
             for genome in args.genomes:
-                scoring, _, weight = args.fit_scoring.partition("@")
-                fit = fit_kind_bias(model_name, genome, args.fit_kind_bias, args.splits, scoring=scoring,
-                                    prior_weight=float(weight or 1.0), version=args.code_version)
+                fit = fit_kind_bias(model_name, genome, args.fit_kind_bias, args.splits, scoring=fit_scoring,
+                                    prior_weight=float(fit_weight or 1.0), version=args.code_version)
                 for part in ("train", "heldout"):
                     for which in ("none", "fitted"):
                         row = fit[part][which]

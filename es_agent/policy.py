@@ -460,6 +460,14 @@ class LLMPolicy:
         ids = self.tokenizer([c + fmt.action_suffix for c in texts], add_special_tokens=False)["input_ids"]
         return [list(seq) + ([] if fmt.action_suffix else [self._end_ids[0]]) for seq in ids]
 
+    def _with_goal_prior(self, scores: Sequence[float], cands: Sequence[str], axtree: str,
+                         goal: str) -> list[float]:
+        """``scores`` plus the goal prior (:attr:`PolicyConfig.goal_prior`; unchanged when 0), on the per-row
+        and the batched path alike."""
+        if not self.config.goal_prior:
+            return list(scores)
+        return add_goal_prior(scores, target_overlaps(cands, axtree, goal), self.config.goal_prior)
+
     # ------------------------------------------------------------------ decoding
     def _act_free(self, rows: list[RowState]) -> tuple[list[str], list[dict[str, Any]]]:
         chooser = GreedyChooser(len(rows), self._end_ids, self.config.max_new_tokens)
@@ -497,10 +505,9 @@ class LLMPolicy:
                 logps = candidate_logprobs(self.model, row, seqs)
                 prior = self._candidate_priors(seqs) if scoring in NEEDS_PRIOR else None
                 step = StepScores(cands, [action_kind(c) for c in cands], logps, prior)
-                scores = step.scores(scoring, self.config.prior_weight, self.config.kind_bias)
-                if self.config.goal_prior:
-                    overlaps = target_overlaps(cands, prompt.axtree, str(obs.get("goal", "")))
-                    scores = add_goal_prior(scores, overlaps, self.config.goal_prior)
+                scores = self._with_goal_prior(step.scores(scoring, self.config.prior_weight,
+                                                           self.config.kind_bias),
+                                               cands, prompt.axtree, str(obs.get("goal", "")))
                 best = best_index(scores)
                 picks.append(best)
                 extra.append({"score": scores[best]})

@@ -36,7 +36,6 @@ import torch
 from es_agent import interrupt
 from es_agent.actions_space import build_candidates
 from es_agent.decoding import BatchState, action_kind, add_kind_bias, prefill_batch, score_candidates_batch
-from es_agent.grounding import add_goal_prior, target_overlaps
 from es_agent.rollout import EpisodeResult, StepRecord, _digest, _head
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -124,11 +123,10 @@ class _MemberPolicy:
             raise RuntimeError("finish() without prepare()")
         prompt, cands, goal = self._step
         self._step = None
-        config = self.policy.config
-        if config.kind_bias:  # as the per-row path adds them (PolicyConfig.kind_bias, goal_prior)
-            scores = add_kind_bias(scores, [action_kind(c) for c in cands], config.kind_bias)
-        if config.goal_prior:
-            scores = add_goal_prior(scores, target_overlaps(cands, prompt.axtree, goal), config.goal_prior)
+        bias = self.policy.config.kind_bias
+        if bias:  # as the per-row path adds it (PolicyConfig.kind_bias), then the goal prior
+            scores = add_kind_bias(scores, [action_kind(c) for c in cands], bias)
+        scores = self.policy._with_goal_prior(scores, cands, prompt.axtree, goal)
         best = max(range(len(scores)), key=scores.__getitem__)
         action = cands[best]
         p = self.policy

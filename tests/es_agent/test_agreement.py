@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -115,30 +116,33 @@ def test_kind_bias_shifts_every_candidate_of_a_kind() -> None:
             PolicyConfig(kind_bias=bad)  # type: ignore[arg-type]
 
 
+def _cache_fake_splits(cache_dir: Path, step: Callable[[str, int], ReferenceStep], candidates: list[str],
+                       token_logps: list[list[float]]) -> None:
+    """Record hand-built steps (tasks 1, 2 of tier1_train, 3 of tier1_test) and the same cached scores for
+    each, as model ``fake`` x ``no_skill`` at code version ``v0``, for the fits that read only the cache."""
+    from benchmarks.bench_agreement import _step_key, recorded_path, scores_path
+
+    for split, tasks in (("tier1_train", (1, 2)), ("tier1_test", (3,))):
+        steps = [step(split, t) for t in tasks]
+        save_trajectories(recorded_path(split, cache_dir), steps, {"sites": {"shopping": "http://shop"}})
+        with scores_path("fake", "no_skill", split, cache_dir, version="v0").open("w") as out:
+            for s in steps:
+                out.write(json.dumps({"key": _step_key(s), "candidates": candidates,
+                                      "kinds": [action_kind(c) for c in candidates],
+                                      "token_logps": token_logps, "prior": None}) + "\n")
+
+
 def test_fit_kind_bias_finds_the_smallest_bias_that_fixes_the_training_steps(tmp_path: Path) -> None:
     """Hand-built scores: on both training steps ``stop`` beats the right click by 0.6; the fit moves it
     by the smallest grid step that flips both (0.75), and reports the held-out step before and after."""
-    from benchmarks.bench_agreement import (
-        BenchmarkError,
-        _step_key,
-        fit_kind_bias,
-        recorded_path,
-        scores_path,
-    )
+    from benchmarks.bench_agreement import BenchmarkError, fit_kind_bias
 
     def step(split: str, task: int) -> ReferenceStep:
         obs = {"axtree": "[5] link 'Next'", "url": "http://shop/", "goal": f"Open page {task}", "tabs": "",
                "last_action_error": ""}
         return ReferenceStep(task, split, 0, obs, "click [5]", (), 2)
 
-    for split, tasks in (("tier1_train", (1, 2)), ("tier1_test", (3,))):
-        steps = [step(split, t) for t in tasks]
-        save_trajectories(recorded_path(split, tmp_path), steps, {"sites": {"shopping": "http://shop"}})
-        with scores_path("fake", "no_skill", split, tmp_path, version="v0").open("w") as out:
-            for s in steps:
-                out.write(json.dumps({"key": _step_key(s), "candidates": ["click [5]", "stop [N/A]"],
-                                      "kinds": ["click", "stop"], "token_logps": [[-1.0], [-0.4]],
-                                      "prior": None}) + "\n")
+    _cache_fake_splits(tmp_path, step, ["click [5]", "stop [N/A]"], [[-1.0], [-0.4]])
     fit = fit_kind_bias("fake", "no_skill", ["tier1_train"], ["tier1_test"], version="v0", cache_dir=tmp_path)
     assert sum(abs(v) for v in fit["kind_bias"].values()) == 0.75
     assert fit["train"]["none"]["all"] == [0, 2] and fit["train"]["fitted"]["all"] == [2, 2]
@@ -152,22 +156,15 @@ def test_fit_goal_prior_finds_the_smallest_weight_that_grounds_the_training_clic
     """Hand-built scores: ``stop`` beats the right click by 0.6 (mean) on both training steps; the click's
     link shares 2 of the goal's 3 content words, so weights above 0.9 flip them and the fit picks the grid's
     1.0; at 30 the wrong link 'Open' (1 of 3 words, scored 2.0 lower) still loses. Held out the same."""
-    from benchmarks.bench_agreement import _step_key, fit_goal_prior, recorded_path, scores_path
+    from benchmarks.bench_agreement import fit_goal_prior
 
     def step(split: str, task: int) -> ReferenceStep:
         obs = {"axtree": "[5] link 'Next page'\n[6] link 'Open'\n[7] button", "url": "http://shop/",
                "goal": "Open the next page", "tabs": "", "last_action_error": ""}
         return ReferenceStep(task, split, 0, obs, "click [5]", (), 2)
 
-    for split, tasks in (("tier1_train", (1, 2)), ("tier1_test", (3,))):
-        steps = [step(split, t) for t in tasks]
-        save_trajectories(recorded_path(split, tmp_path), steps, {"sites": {"shopping": "http://shop"}})
-        with scores_path("fake", "no_skill", split, tmp_path, version="v0").open("w") as out:
-            for s in steps:
-                out.write(json.dumps({"key": _step_key(s),
-                                      "candidates": ["click [5]", "click [6]", "click [7]", "stop [N/A]"],
-                                      "kinds": ["click", "click", "click", "stop"],
-                                      "token_logps": [[-1.0], [-3.0], [-0.5], [-0.4]], "prior": None}) + "\n")
+    _cache_fake_splits(tmp_path, step, ["click [5]", "click [6]", "click [7]", "stop [N/A]"],
+                       [[-1.0], [-3.0], [-0.5], [-0.4]])
     fit = fit_goal_prior("fake", "no_skill", ["tier1_train"], ["tier1_test"], version="v0",
                          cache_dir=tmp_path)
     assert fit["goal_prior"] == 1.0
