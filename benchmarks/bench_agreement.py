@@ -354,6 +354,9 @@ GOAL_PRIOR_GRID: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.
 """The :attr:`~es_agent.policy.PolicyConfig.goal_prior` weights :func:`fit_goal_prior` tries: per-token
 scorings (``mean``) move at a few units, sums and calibrated ones (whose page answers score tens of nats
 above a click) at hundreds."""
+ANSWER_PRIOR_GRID: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 50.0, 100.0, 200.0)
+"""The :attr:`~es_agent.policy.PolicyConfig.answer_prior` weights ``--fit-answer-prior`` tries with every goal
+prior weight (the same scales as :data:`GOAL_PRIOR_GRID`)."""
 
 
 def _scored_rows(model_name: str, genome: str, splits: Sequence[str], version: str | None,
@@ -451,39 +454,49 @@ def fit_kind_bias(model_name: str, genome: str, train_splits: Sequence[str], hel
 
 def fit_goal_prior(model_name: str, genome: str, train_splits: Sequence[str], heldout_splits: Sequence[str],
                    scoring: str = "mean", prior_weight: float = 1.0, version: str | None = None,
-                   cache_dir: Path = CACHE_DIR, grid: Sequence[float] = GOAL_PRIOR_GRID) -> dict[str, Any]:
-    """The :attr:`~es_agent.policy.PolicyConfig.goal_prior` weight of ``grid`` that maximises step agreement
-    under ``scoring`` on ``train_splits`` (then the tasks whose every step agrees; ties go to the smallest
-    weight), and every weight's agreement on the training and the ``heldout_splits``, per action kind. The
-    target overlaps come from each recorded observation's goal and tree (:func:`es_agent.grounding.
-    target_overlaps`), the scores from the cache of ``version`` (no model forward)."""
+                   cache_dir: Path = CACHE_DIR, grid: Sequence[float] = GOAL_PRIOR_GRID,
+                   answer_grid: Sequence[float] = (0.0,)) -> dict[str, Any]:
+    """The :attr:`~es_agent.policy.PolicyConfig.goal_prior` weight of ``grid`` (with the
+    :attr:`~es_agent.policy.PolicyConfig.answer_prior` weight of ``answer_grid``, jointly; default: the
+    answer prior off) that maximises step agreement under ``scoring`` on ``train_splits`` (then the tasks
+    whose every step agrees; ties go to the smallest weights), and every pair's agreement on the training and
+    the ``heldout_splits``, per action kind. The target overlaps and answer-type matches come from each
+    recorded observation's goal and tree (:mod:`es_agent.grounding`), the scores from the cache of
+    ``version`` (no model forward)."""
     from es_agent.agreement import equivalent
     from es_agent.decoding import best_index
-    from es_agent.grounding import add_goal_prior, target_overlaps
+    from es_agent.grounding import add_goal_prior, answer_type_matches, target_overlaps
 
-    def prepared(splits: Sequence[str]) -> list[tuple[Any, list[float], list[float], list[bool]]]:
+    Row = tuple[Any, list[float], list[float], list[float], list[bool]]
+
+    def prepared(splits: Sequence[str]) -> list[Row]:
         out = []
         for step, scores, check in _scored_rows(model_name, genome, splits, version, cache_dir):
-            overlaps = target_overlaps(scores.candidates, str(step.obs.get("axtree", "")),
-                                       str(step.obs.get("goal", "")))
+            goal = str(step.obs.get("goal", ""))
+            overlaps = target_overlaps(scores.candidates, str(step.obs.get("axtree", "")), goal)
             ok = [equivalent(c, step, check) for c in scores.candidates]
-            out.append((step, scores.scores(scoring, prior_weight), overlaps, ok))
+            out.append((step, scores.scores(scoring, prior_weight), overlaps,
+                        answer_type_matches(scores.candidates, goal), ok))
         return out
 
-    def agreement(rows: list[tuple[Any, list[float], list[float], list[bool]]],
-                  weight: float) -> dict[str, list[int]]:
-        return _agreement_table([(step, ok[best_index(add_goal_prior(scores, overlaps, weight))])
-                                 for step, scores, overlaps, ok in rows])
+    def agreement(rows: list[Row], weight: float, answer_weight: float = 0.0) -> dict[str, list[int]]:
+        def pick(scores: list[float], overlaps: list[float], types: list[float]) -> int:
+            return best_index(add_goal_prior(add_goal_prior(scores, overlaps, weight), types, answer_weight))
+
+        return _agreement_table([(step, ok[pick(scores, overlaps, types)])
+                                 for step, scores, overlaps, types, ok in rows])
 
     train, held = prepared(train_splits), prepared(heldout_splits)
-    per_weight = {w: {"train": agreement(train, w), "heldout": agreement(held, w)} for w in grid}
-    fitted = max(grid, key=lambda w: (per_weight[w]["train"]["all"][0], per_weight[w]["train"]["tasks"][0],
-                                      -w))
+    pairs = [(w, a) for a in answer_grid for w in grid]
+    per_pair = {(w, a): {"train": agreement(train, w, a), "heldout": agreement(held, w, a)} for w, a in pairs}
+    fitted = max(pairs, key=lambda p: (per_pair[p]["train"]["all"][0], per_pair[p]["train"]["tasks"][0],
+                                       -p[1], -p[0]))
     return {"model": model_name, "genome": genome, "scoring": scoring, "prior_weight": prior_weight,
             "version": version, "train_splits": list(train_splits), "heldout_splits": list(heldout_splits),
-            "goal_prior": fitted, "grid": [{"goal_prior": w, **per_weight[w]} for w in grid],
-            "train": {"none": agreement(train, 0.0), "fitted": per_weight[fitted]["train"]},
-            "heldout": {"none": agreement(held, 0.0), "fitted": per_weight[fitted]["heldout"]}}
+            "goal_prior": fitted[0], "answer_prior": fitted[1],
+            "grid": [{"goal_prior": w, "answer_prior": a, **per_pair[(w, a)]} for w, a in pairs],
+            "train": {"none": agreement(train, 0.0), "fitted": per_pair[fitted]["train"]},
+            "heldout": {"none": agreement(held, 0.0), "fitted": per_pair[fitted]["heldout"]}}
 
 
 # ---------------------------------------------------------------------------------------------- reporting
@@ -598,6 +611,8 @@ def cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--fit-goal-prior", nargs="+", default=None, metavar="TRAIN_SPLIT",
                         help="fit PolicyConfig.goal_prior on these splits' cached scores and report every "
                              "weight on them and on --splits (no model forward)")
+    parser.add_argument("--fit-answer-prior", action="store_true",
+                        help="with --fit-goal-prior: fit PolicyConfig.answer_prior jointly with it")
     parser.add_argument("--fit-scoring", default="mean",
                         help="with --fit-kind-bias / --fit-goal-prior: the scoring to fit under (mean, "
                              "calibrated@0.5, ...)")
@@ -611,13 +626,17 @@ def cli(argv: list[str] | None = None) -> int:
             for genome in args.genomes:
                 prior_fit = fit_goal_prior(model_name, genome, args.fit_goal_prior, args.splits,
                                            scoring=fit_scoring, prior_weight=float(fit_weight or 1.0),
-                                           version=args.code_version)
+                                           version=args.code_version,
+                                           answer_grid=ANSWER_PRIOR_GRID if args.fit_answer_prior else (0.0,))
                 for row in prior_fit["grid"]:
-                    mark = "  <- fitted" if row["goal_prior"] == prior_fit["goal_prior"] else ""
-                    print(f"{model_name} {genome} {args.fit_scoring} goal_prior {row['goal_prior']:>5g}: "
+                    fitted = (row["goal_prior"], row["answer_prior"]) == (prior_fit["goal_prior"],
+                                                                           prior_fit["answer_prior"])
+                    print(f"{model_name} {genome} {args.fit_scoring} goal_prior {row['goal_prior']:>5g}"
+                          + (f" answer_prior {row['answer_prior']:>5g}" if args.fit_answer_prior else "")
+                          + ": "
                           + "; ".join(f"{part} " + ", ".join(f"{k} {a}/{n}" for k, (a, n) in
                                                               sorted(row[part].items()))
-                                      for part in ("train", "heldout")) + mark)
+                                      for part in ("train", "heldout")) + ("  <- fitted" if fitted else ""))
                 if args.json:
                     print(json.dumps(prior_fit, indent=1))
         return 0

@@ -56,7 +56,7 @@ from es_agent.decoding import (
     decode,
     prefill,
 )
-from es_agent.grounding import TARGETED, add_goal_prior, target_overlaps
+from es_agent.grounding import TARGETED, add_goal_prior, answer_type_matches, target_overlaps
 from es_agent.prefix_cache import PromptKVCache, weights_fingerprint
 from es_agent.prompts import (
     HistoryEntry,
@@ -102,6 +102,11 @@ class PolicyConfig:
     candidate (``constrained_method="score"``; 0: off, the behaviour before). Neither embedded model grounds
     a click by its log-probabilities alone (0 of 28 held-out tier-1 clicks); ``python -m
     benchmarks.bench_agreement --fit-goal-prior`` fits the weight on a training split."""
+    answer_prior: float = 0.0
+    """Weight of the answer-type prior (:func:`es_agent.grounding.answer_type_matches`): added to the score of
+    every ``stop`` candidate whose answer has the shape the goal's question asks for (an email, a phone
+    number, a count, money, a date; ``constrained_method="score"``; 0: off). ``python -m
+    benchmarks.bench_agreement --fit-goal-prior --fit-answer-prior`` fits it with the goal prior."""
     max_new_tokens: int = 64
     """Bound on generated tokens in free mode."""
     max_prompt_tokens: int = 1536
@@ -144,12 +149,14 @@ class PolicyConfig:
                 raise ValueError(f"kind_bias keys are action kinds such as 'stop' or 'click', got {kind!r}")
             if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not math.isfinite(bias):
                 raise ValueError(f"kind_bias[{kind!r}] must be a finite number, got {bias!r}")
-        if isinstance(self.goal_prior, bool) or not isinstance(self.goal_prior, (int, float)) \
-                or not math.isfinite(self.goal_prior) or self.goal_prior < 0:
-            raise ValueError(f"goal_prior must be a finite number >= 0, got {self.goal_prior!r}")
-        if self.goal_prior and self.constrained_method != "score":
-            raise ValueError("goal_prior needs constrained_method='score' (greedy decoding has no scores "
-                             "to add it to)")
+        for name in ("goal_prior", "answer_prior"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+            if value and self.constrained_method != "score":
+                raise ValueError(f"{name} needs constrained_method='score' (greedy decoding has no scores "
+                                 "to add it to)")
         if self.max_new_tokens < 1 or self.max_prompt_tokens < 64:
             raise ValueError("max_new_tokens >= 1 and max_prompt_tokens >= 64 are required")
         if self.observation not in ("compact", "full"):
@@ -460,13 +467,16 @@ class LLMPolicy:
         ids = self.tokenizer([c + fmt.action_suffix for c in texts], add_special_tokens=False)["input_ids"]
         return [list(seq) + ([] if fmt.action_suffix else [self._end_ids[0]]) for seq in ids]
 
-    def _with_goal_prior(self, scores: Sequence[float], cands: Sequence[str], axtree: str,
-                         goal: str) -> list[float]:
-        """``scores`` plus the goal prior (:attr:`PolicyConfig.goal_prior`; unchanged when 0), on the per-row
-        and the batched path alike."""
-        if not self.config.goal_prior:
-            return list(scores)
-        return add_goal_prior(scores, target_overlaps(cands, axtree, goal), self.config.goal_prior)
+    def _with_lexical_priors(self, scores: Sequence[float], cands: Sequence[str], axtree: str,
+                             goal: str) -> list[float]:
+        """``scores`` plus the goal prior and the answer-type prior (:attr:`PolicyConfig.goal_prior`,
+        :attr:`PolicyConfig.answer_prior`; unchanged when 0), on the per-row and the batched path alike."""
+        out = list(scores)
+        if self.config.goal_prior:
+            out = add_goal_prior(out, target_overlaps(cands, axtree, goal), self.config.goal_prior)
+        if self.config.answer_prior:
+            out = add_goal_prior(out, answer_type_matches(cands, goal), self.config.answer_prior)
+        return out
 
     # ------------------------------------------------------------------ decoding
     def _act_free(self, rows: list[RowState]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -505,7 +515,7 @@ class LLMPolicy:
                 logps = candidate_logprobs(self.model, row, seqs)
                 prior = self._candidate_priors(seqs) if scoring in NEEDS_PRIOR else None
                 step = StepScores(cands, [action_kind(c) for c in cands], logps, prior)
-                scores = self._with_goal_prior(step.scores(scoring, self.config.prior_weight,
+                scores = self._with_lexical_priors(step.scores(scoring, self.config.prior_weight,
                                                            self.config.kind_bias),
                                                cands, prompt.axtree, str(obs.get("goal", "")))
                 best = best_index(scores)

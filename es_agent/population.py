@@ -124,9 +124,9 @@ class _MemberPolicy:
         prompt, cands, goal = self._step
         self._step = None
         bias = self.policy.config.kind_bias
-        if bias:  # as the per-row path adds it (PolicyConfig.kind_bias), then the goal prior
+        if bias:  # as the per-row path adds it (PolicyConfig.kind_bias), then the lexical priors
             scores = add_kind_bias(scores, [action_kind(c) for c in cands], bias)
-        scores = self.policy._with_goal_prior(scores, cands, prompt.axtree, goal)
+        scores = self.policy._with_lexical_priors(scores, cands, prompt.axtree, goal)
         best = max(range(len(scores)), key=scores.__getitem__)
         action = cands[best]
         p = self.policy

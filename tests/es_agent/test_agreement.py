@@ -117,12 +117,15 @@ def test_kind_bias_shifts_every_candidate_of_a_kind() -> None:
 
 
 def _cache_fake_splits(cache_dir: Path, step: Callable[[str, int], ReferenceStep], candidates: list[str],
-                       token_logps: list[list[float]]) -> None:
-    """Record hand-built steps (tasks 1, 2 of tier1_train, 3 of tier1_test) and the same cached scores for
-    each, as model ``fake`` x ``no_skill`` at code version ``v0``, for the fits that read only the cache."""
+                       token_logps: list[list[float]],
+                       tasks_of: tuple[tuple[str, tuple[int, ...]], ...] = (("tier1_train", (1, 2)),
+                                                                            ("tier1_test", (3,)))) -> None:
+    """Record hand-built steps (by default tasks 1, 2 of tier1_train, 3 of tier1_test) and the same cached
+    scores for each, as model ``fake`` x ``no_skill`` at code version ``v0``, for the fits that read only the
+    cache."""
     from benchmarks.bench_agreement import _step_key, recorded_path, scores_path
 
-    for split, tasks in (("tier1_train", (1, 2)), ("tier1_test", (3,))):
+    for split, tasks in tasks_of:
         steps = [step(split, t) for t in tasks]
         save_trajectories(recorded_path(split, cache_dir), steps, {"sites": {"shopping": "http://shop"}})
         with scores_path("fake", "no_skill", split, cache_dir, version="v0").open("w") as out:
@@ -172,6 +175,33 @@ def test_fit_goal_prior_finds_the_smallest_weight_that_grounds_the_training_clic
     assert fit["heldout"]["none"]["click"] == [0, 1] and fit["heldout"]["fitted"]["tasks"] == [1, 1]
     by_weight = {row["goal_prior"]: row for row in fit["grid"]}
     assert by_weight[0.5]["train"]["all"] == [0, 2] and by_weight[30.0]["heldout"]["all"] == [1, 1]
+
+
+def test_fit_answer_prior_lifts_the_answers_of_the_asked_type_and_leaves_the_choice_among_them(
+        tmp_path: Path) -> None:
+    """Hand-built scores on real count tasks (train 10029 and 10032 want "3", held-out 10033 wants "2"): a
+    click beats "stop [3]" by 0.8 and a greeting beats it by 0.6. Answer weights above 0.8 lift both numbers
+    over the rest and the fit picks the grid's 1.0 (no goal prior: the link shares no goal word); held out
+    the model's own ranking still picks "3" of the two numbers, so the held-out step stays wrong."""
+    from benchmarks.bench_agreement import fit_goal_prior
+
+    def step(split: str, task: int) -> ReferenceStep:
+        obs = {"axtree": "[5] link 'Next'\n[6] StaticText '3 items'", "url": "http://shop/",
+               "goal": "How many products in the Snacks category cost less than $10?", "tabs": "",
+               "last_action_error": ""}
+        return ReferenceStep(task, split, 0, obs, "stop [3]" if split == "tier1_train" else "stop [2]", (), 1)
+
+    _cache_fake_splits(tmp_path, step, ["click [5]", "stop [Welcome back]", "stop [3]", "stop [2]"],
+                       [[-0.2], [-0.4], [-1.0], [-1.5]],
+                       (("tier1_train", (10029, 10032)), ("tier1_test", (10033,))))
+    fit = fit_goal_prior("fake", "no_skill", ["tier1_train"], ["tier1_test"], version="v0",
+                         cache_dir=tmp_path, grid=(0.0, 1.0), answer_grid=(0.0, 0.5, 1.0, 5.0))
+    assert (fit["goal_prior"], fit["answer_prior"]) == (0.0, 1.0)
+    assert fit["train"]["none"]["stop"] == [0, 2] and fit["train"]["fitted"]["stop"] == [2, 2]
+    assert fit["heldout"]["fitted"]["stop"] == [0, 1]
+    by_pair = {(row["goal_prior"], row["answer_prior"]): row for row in fit["grid"]}
+    assert by_pair[(0.0, 0.5)]["train"]["all"] == [0, 2] and by_pair[(1.0, 5.0)]["train"]["all"] == [2, 2]
+    assert len(fit["grid"]) == 8
 
 
 # ------------------------------------------------------------------------------ real tiny-model forwards

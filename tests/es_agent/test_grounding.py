@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 
-from es_agent.grounding import add_goal_prior, content_words, goal_overlap, target_overlaps
+from es_agent.grounding import (
+    add_goal_prior,
+    answer_type_matches,
+    content_words,
+    expected_answer_type,
+    goal_overlap,
+    target_overlaps,
+)
 from es_agent.policy import LLMPolicy, PolicyConfig
 
 PAGE = "\n".join([
@@ -45,13 +52,64 @@ def test_target_overlaps_score_only_named_targets() -> None:
     assert add_goal_prior([0.0, -1.0, float("-inf")], [0.5, 0.25, 1.0], 4.0) == [2.0, 0.0, float("-inf")]
 
 
-def test_goal_prior_is_validated() -> None:
+@pytest.mark.parametrize("name", ["goal_prior", "answer_prior"])
+def test_lexical_prior_weights_are_validated(name: str) -> None:
     for bad in (-1.0, float("nan"), float("inf"), True, "2"):
-        with pytest.raises(ValueError, match="goal_prior must be a finite number >= 0"):
-            PolicyConfig(goal_prior=bad)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="goal_prior needs constrained_method='score'"):
-        PolicyConfig(goal_prior=1.0, constrained_method="greedy")
-    assert PolicyConfig(goal_prior=0.0, constrained_method="greedy").goal_prior == 0.0
+        with pytest.raises(ValueError, match=f"{name} must be a finite number >= 0"):
+            PolicyConfig(**{name: bad})
+    with pytest.raises(ValueError, match=f"{name} needs constrained_method='score'"):
+        PolicyConfig(**{name: 1.0, "constrained_method": "greedy"})
+    assert getattr(PolicyConfig(**{name: 0.0, "constrained_method": "greedy"}), name) == 0.0
+
+
+@pytest.mark.parametrize(("goal", "kind"), [
+    ("What is the email address of the customer who placed order #000000393?", "email"),
+    ("What is the phone number of the customer Sarah Kim?", "phone"),  # not a count: phone comes first
+    ("How many products in the Snacks category cost less than $10?", "count"),  # not money
+    ('How many points does the post "Best pizza?" in f/food have?', "count"),
+    ("How much did I pay in total for the order I placed on May 30, 2023?", "money"),
+    ("According to the sales report, what was the total of all orders in May 2023?", "money"),
+    ("When did I place my most recent order?", "date"),
+    ("What is the title of the highest-scoring post in f/food?", None),
+    ("Who wrote the most recent review of Orbis Mouse Pad?", None),
+    ("Show me the email address of the customer Theodore Pennywhistle", "email"),  # a request's object
+    ("Show me the products in the Office Furniture category that cost under $10", None),  # navigation
+    ("Change the price of Nordhaus Silicone Baking Mat, Black to $72.99", None),  # an edit, no answer
+    ("Cancel order #000000497", None),
+])
+def test_expected_answer_type_reads_the_question_words(goal: str, kind: str | None) -> None:
+    assert expected_answer_type(goal) == kind
+
+
+def test_answer_type_matches_mark_only_whole_stop_answers_of_the_asked_shape() -> None:
+    cands = ["stop [alex.martin@gmail.com]", "stop [Email: alex.martin@gmail.com]", "click [5]",
+             "stop [555-570-3252]", "stop [$1,583.95]", "stop [12]", "stop [2023-07-06]", "stop [N/A]",
+             "type [9] [alex.martin@gmail.com]"]
+    email = answer_type_matches(cands, "What is the email of the customer?")
+    assert email == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    assert answer_type_matches(cands, "What is the phone number of Sarah Kim?")[3] == 1.0
+    money = answer_type_matches(cands, "How much did I spend in May?")
+    assert [i for i, m in enumerate(money) if m] == [4]
+    assert [i for i, m in enumerate(answer_type_matches(cands, "How many comments?")) if m] == [5]
+    assert [i for i, m in enumerate(answer_type_matches(cands, "When was it shipped?")) if m] == [6]
+    assert answer_type_matches(cands, "Who wrote it?") == [0.0] * len(cands)
+
+
+def test_answer_prior_moves_the_real_policy_to_an_answer_of_the_asked_type(
+        tiny: tuple[Any, Any], pools: Any, make_obs: Any) -> None:
+    """On a real tiny-model forward: with a large weight the only count on the page ('42' of '42 comments')
+    is the answer; at a small weight the pick is exactly the scores plus the weight on the typed answers."""
+    model, tok = tiny
+    genome = pools.baseline("no_skill")
+    obs = make_obs(PAGE, "How many comments does the post Best Kennywood in Oakland? have")
+    scored = LLMPolicy(model, tok, genome, PolicyConfig()).score_step(obs)
+    assert "stop [42]" in scored.candidates
+    assert LLMPolicy(model, tok, genome, PolicyConfig(answer_prior=1e4)).act(obs) == "stop [42]"
+    small = LLMPolicy(model, tok, genome, PolicyConfig(answer_prior=0.3, goal_prior=0.2))
+    expected = add_goal_prior(add_goal_prior(scored.scores("mean"),
+                                             target_overlaps(scored.candidates, PAGE, obs["goal"]), 0.2),
+                              answer_type_matches(scored.candidates, obs["goal"]), 0.3)
+    assert small.act(obs) == scored.candidates[max(range(len(expected)), key=expected.__getitem__)]
 
 
 @pytest.mark.parametrize("scoring", ["mean", "calibrated"])

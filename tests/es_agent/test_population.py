@@ -17,7 +17,7 @@ import torch
 from gymnasium import spaces
 
 from es_agent.decoding import prefill, prefill_batch, score_candidates, score_candidates_batch
-from es_agent.grounding import target_overlaps
+from es_agent.grounding import answer_type_matches, target_overlaps
 from es_agent.perturb import perturbed, perturbed_batch, weights_checksum
 from es_agent.policy import LLMPolicy, PolicyConfig
 from es_agent.population import LockstepPopulation, Member, PopulationRunner
@@ -167,21 +167,27 @@ def _sequential(model: Any, tok: Any, genome: Any, env: gym.Env, seed: int, scal
         return run_episode(env, policy, seed=reset_seed, options={"task_id": task}, max_steps=max_steps)
 
 
-@pytest.mark.parametrize(("max_steps", "kind_bias", "goal_prior"),
-                         [(4, {}, 0.0), (None, {}, 0.0), (None, {"stop": -0.5, "click": 0.25}, 0.0),
-                          (None, {}, 40.0)])
+@pytest.mark.parametrize(("max_steps", "kind_bias", "goal_prior", "answer_prior"),
+                         [(4, {}, 0.0, 0.0), (None, {}, 0.0, 0.0),
+                          (None, {"stop": -0.5, "click": 0.25}, 0.0, 0.0), (None, {}, 40.0, 0.0),
+                          (None, {}, 0.0, 3.0)])
 def test_lockstep_episodes_equal_sequential_ones(tiny: tuple[Any, Any], pools: Any, envs: list[gym.Env],
                                                  max_steps: int | None, kind_bias: dict[str, float],
-                                                 goal_prior: float) -> None:
+                                                 goal_prior: float, answer_prior: float) -> None:
     """Same actions, errors, steps, truncation and rewards as run_episode per member; members finish at
-    different steps (stop, the env's truncation, max_steps) and drop out of the batch. A kind_bias and a
-    goal_prior are added on both paths alike."""
+    different steps (stop, the env's truncation, max_steps) and drop out of the batch. A kind_bias, a
+    goal_prior and an answer_prior are added on both paths alike."""
     model, tok = tiny
-    config = dataclasses.replace(CONFIG, kind_bias=kind_bias, goal_prior=goal_prior)
+    config = dataclasses.replace(CONFIG, kind_bias=kind_bias, goal_prior=goal_prior,
+                                 answer_prior=answer_prior)
     if goal_prior:  # task 2's goal names the toy page's button 'Details'
         obs, _ = envs[0].reset(seed=0, options={"task_id": 2})
         cands = LLMPolicy(model, tok, pools.baseline("no_skill"), config).candidates(obs)
         assert max(target_overlaps(cands, obs["axtree"], obs["goal"])) > 0
+    if answer_prior:  # task 0 asks for a price, and the toy page shows one
+        obs, _ = envs[0].reset(seed=0, options={"task_id": 0})
+        cands = LLMPolicy(model, tok, pools.baseline("no_skill"), config).candidates(obs)
+        assert max(answer_type_matches(cands, obs["goal"])) > 0
     genomes = [pools.baseline("no_skill"), pools.from_indices((0, 1, 0))]
     members = [Member(genomes[i % 2], s, sc) for i, (s, sc) in enumerate(MEMBERS)]
     before = weights_checksum(model)
@@ -197,8 +203,8 @@ def test_lockstep_episodes_equal_sequential_ones(tiny: tuple[Any, Any], pools: A
             assert result.trajectory == ref.trajectory and result.errors == ref.errors
             assert (result.reward, result.steps, result.terminated, result.truncated, result.task_id) == (
                 ref.reward, ref.steps, ref.terminated, ref.truncated, ref.task_id)
-        # (with stop biased down, or clicks up, every member runs to truncation)
-        if max_steps is None and not kind_bias and not goal_prior:
+        # (stop biased down or clicks up: every member runs to truncation; typed answers lifted: all stop)
+        if max_steps is None and not kind_bias and not goal_prior and not answer_prior:
             assert len({r.steps for r in got}) > 1, "members should finish at different steps"
             assert any(r.terminated for r in got) and any(r.truncated for r in got)
     assert weights_checksum(model) == before  # low-rank noise never writes the weights
