@@ -83,14 +83,20 @@ def test_shipped_grid_files_parse_and_name_nine_settings() -> None:
     assert Setting("tiny:0", "shopping_admin", 2).name == "tiny0_shopping_admin_t2"
 
 
-def test_goal_prior_grid_runs_tier_one_with_the_fitted_weight_on_every_arm() -> None:
-    grid = load_grid_config(REPO / "configs" / "grid_goal_prior.toml")
+@pytest.mark.parametrize(("name", "priors"), [
+    ("grid_goal_prior.toml", {"goal_prior": 200}),
+    ("grid_lexical.toml", {"goal_prior": 150, "answer_prior": 100})])
+def test_prior_grids_run_tier_one_with_the_fitted_weights_on_every_arm(name: str,
+                                                                       priors: dict[str, float]) -> None:
+    grid = load_grid_config(REPO / "configs" / name)
     assert grid.base == BASE and [s.tier for s in grid.settings] == [1, 1, 1]
     runs = plan_grid(grid, settings=["embedded_reddit_t1"])
     assert [r.arm for r in runs] == ["start"] + ["prompts", "weights", "both"] * 2
     for run in runs:
         cfg = run_config(grid, run.overrides, run.arm)
-        assert cfg.agent.policy["goal_prior"] == 200 and cfg.agent.policy["scoring"] == "calibrated"
+        assert {k: cfg.agent.policy[k] for k in priors} == priors
+        assert cfg.agent.policy["scoring"] == "calibrated"
+        cfg.agent.policy_config()  # valid PolicyConfig fields
 
 
 def test_planned_budget_counts_rollouts_reflections_and_evals() -> None:
