@@ -199,3 +199,17 @@ def test_a_result_from_other_overrides_or_another_base_config_is_not_reused(tmp_
     atomic_write_json(run.result_path(tmp_path), {"format": RESULT_FORMAT, "overrides": ["es.seed=1"]})
     with pytest.raises(GridError, match="other overrides"):
         finished_result(run, tmp_path)
+
+
+def test_bigger_budget_grid_balances_weights_and_both_at_four_times_the_episodes() -> None:
+    grid = load_grid_config(REPO / "configs" / "grid_lexical_big.toml")
+    runs = plan_grid(grid)  # refuses unequal budgets
+    assert [(r.arm, r.seed) for r in runs] == [("start", None), ("weights", 0), ("both", 0), ("weights", 1),
+                                               ("both", 1)]
+    budgets = {}
+    for run in runs[1:3]:
+        cfg = run_config(grid, run.overrides, run.arm)
+        assert (cfg.es.population, cfg.env.tasks_per_generation, cfg.es.distribution.sigma_0) == (8, 4, 0.02)
+        assert cfg.agent.policy["goal_prior"] == 150 and cfg.agent.policy["answer_prior"] == 100
+        budgets[run.arm] = planned_budget(cfg, n_eval_tasks=0).episodes
+    assert budgets == {"weights": 288, "both": 288}  # 4x configs/grid_lexical.toml's 72
