@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from es_agent.actions_space import normalize_action
 from es_agent.errors import AgreementError
+from es_agent.grounding import STOP_ANSWER
 
 if TYPE_CHECKING:  # pragma: no cover
     from es_agent.policy import LLMPolicy, StepScores
@@ -43,7 +44,6 @@ OBS_KEYS = ("axtree", "url", "goal", "tabs", "last_action_error")
 
 _TYPE = re.compile(r"^type \[([^\]]+)\] \[(.*?)\](?: \[[01]\])?$", re.S)
 _ID_ACTION = re.compile(r"^(click|hover) \[([^\]]+)\]$")
-_STOP = re.compile(r"^stop \[(.*)\]$", re.S)
 
 AnswerCheck = Callable[["ReferenceStep", str], bool]
 """Whether a ``stop`` answer is accepted at a reference step."""
@@ -96,8 +96,8 @@ def equivalent(candidate: str, step: ReferenceStep, answer_ok: AnswerCheck) -> b
     if ref_type is not None:
         return (cand_type is not None and cand_type[1] == ref_type[1]
                 and _text(cand_type[2]) == _text(ref_type[2]))
-    if _STOP.match(ref) is not None:
-        stop = _STOP.match(cand)
+    if STOP_ANSWER.match(ref) is not None:
+        stop = STOP_ANSWER.match(cand)
         return stop is not None and bool(answer_ok(step, stop[1].strip()))
     return cand == ref
 

@@ -96,7 +96,8 @@ QUESTION_TYPES: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 """Question words -> expected answer type, the first that occurs in the lower-cased goal wins ("phone number"
 is a phone, not a count; "how many products cost less than $10" a count, not money)."""
-_STOP_ANSWER = re.compile(r"^stop \[(.*)\]$", re.S)
+STOP_ANSWER = re.compile(r"^stop \[(.*)\]$", re.S)
+"""A ``stop`` action in canonical form; group 1 is its answer."""
 _QUESTION = re.compile(r"\?|^\s*(?:what|which|who|whom|whose|when|where|how)\b"
                        r"|,\s*(?:what|which|who|whom|whose|when|where|how)\b")
 _REQUEST = re.compile(r"^\s*(?:show|tell|give|find|list)(?:\s+me)?(?:\s+the)?\s+((?:\S+\s+){0,2}\S+)")
@@ -126,7 +127,7 @@ def answer_type_matches(candidates: Sequence[str], goal: str) -> list[float]:
     shape = ANSWER_SHAPES[kind]
     out = []
     for cand in candidates:
-        match = _STOP_ANSWER.match(cand)
+        match = STOP_ANSWER.match(cand)
         out.append(1.0 if match and shape.fullmatch(match[1].strip()) else 0.0)
     return out
 

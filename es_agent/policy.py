@@ -516,8 +516,8 @@ class LLMPolicy:
                 prior = self._candidate_priors(seqs) if scoring in NEEDS_PRIOR else None
                 step = StepScores(cands, [action_kind(c) for c in cands], logps, prior)
                 scores = self._with_lexical_priors(step.scores(scoring, self.config.prior_weight,
-                                                           self.config.kind_bias),
-                                               cands, prompt.axtree, str(obs.get("goal", "")))
+                                                               self.config.kind_bias),
+                                                   cands, prompt.axtree, str(obs.get("goal", "")))
                 best = best_index(scores)
                 picks.append(best)
                 extra.append({"score": scores[best]})
