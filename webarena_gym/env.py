@@ -47,6 +47,7 @@ from webarena_gym.observation import (
     truncate,
     visible_in_snapshot,
 )
+from webarena_gym.progress import ReferenceProgress
 from webarena_gym.safety import OriginPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,6 +103,11 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
     ## Rewards
     0 on every step except the last, which gets the task evaluator's score in [0, 1] (``string_match``,
     ``url_match``, ``program_html``, multiplied as in WebArena); details in ``info["eval"]``.
+    With ``progress_reward`` p > 0 (a training signal, default 0), each action that follows the next step of
+    the task's ``reference_solution`` also earns ``p / n`` (``n``: its steps before the final ``stop``; the
+    first action that does not follow ends it; :mod:`webarena_gym.progress`), and ``info`` carries
+    ``reference_progress`` (the followed fraction). An episode's reward is then at least 1 exactly when the
+    evaluator scored it 1 (scores are 0 or 1, p < 1), so success rates read the same.
 
     ## Starting State
     The task is ``options["task_id"]`` or drawn with ``self.np_random`` from the task set; its start URL(s)
@@ -145,6 +151,8 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
     in the same state either way (tested on every bundled task that types), ``"keys"`` on anything else.
     Both modes click the field, replace its content and press a real Enter when the action asks for it;
     :attr:`typing_mode` is the mode in use.
+    ``progress_reward``: reward for following the reference solution, in [0, 1) (default 0: off;
+    see Rewards); a task without a ``reference_solution`` is refused at ``reset`` while it is on.
 
     ## Version History
     * v0: initial version.
@@ -175,6 +183,7 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         max_steps: int | None = None,
         action_timeout_s: float = DEFAULT_ACTION_TIMEOUT_S,
         typing: str = "auto",
+        progress_reward: float = 0.0,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not one of {self.metadata['render_modes']}")
@@ -193,6 +202,11 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
                              f"{action_timeout_s!r}")
         if not isinstance(typing, str) or typing not in TYPING_OPTIONS:
             raise ValueError(f"typing must be one of {list(TYPING_OPTIONS)}, got {_shown(typing)}")
+        if isinstance(progress_reward, bool) or not isinstance(progress_reward, numbers.Real) \
+                or not math.isfinite(progress_reward) or not 0 <= progress_reward < 1:
+            raise ValueError(f"progress_reward must be a number in [0, 1), got {_shown(progress_reward)}")
+        self.progress_reward: float = float(progress_reward)
+        """Reward for following the task's reference solution (:mod:`webarena_gym.progress`; 0: off)."""
         self.action_timeout_s: float = float(action_timeout_s)
         self.render_mode: str | None = render_mode
         self.eval_rules: str = eval_rules
@@ -242,6 +256,7 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         self._parse_failures: int = 0
         self._history: list[tuple[Any, ...]] = []
         self._actions: list[str] = []
+        self._progress: ReferenceProgress | None = None
         self._closed: bool = False
 
     # ----- world -------------------------------------------------------------------------------------------
@@ -272,6 +287,17 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
             self._use_sites(self.world.start())
         self.world.prepare(task)
         self.auth_dir = self.world.auth_dir
+
+    def _reference_progress(self, task: TaskConfig) -> ReferenceProgress:
+        """A fresh tracker of ``task``'s reference solution (``progress_reward``); a task without one is a
+        :class:`~webarena_gym.errors.TaskConfigError`."""
+        steps = task.extras.get("reference_solution")
+        if not isinstance(steps, list) or not steps:
+            raise TaskConfigError(f"task {task.task_id} has no reference_solution, and progress_reward="
+                                  f"{self.progress_reward} rewards following it: set progress_reward=0 for "
+                                  "tasks without one (a real WebArena deployment)", task_id=task.task_id,
+                                  field="reference_solution")
+        return ReferenceProgress(steps, resolve=self.sites.resolve, unshow=self.display.unshow)
 
     def _use_sites(self, sites: SiteURLs) -> None:
         """Switch to these site URLs; the origin policy follows (from the next episode on)."""
@@ -311,6 +337,7 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         super().reset(seed=seed)
         if task is None:
             task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        progress = self._reference_progress(task) if self.progress_reward else None
         from webarena_gym.evaluators import build_evaluator
 
         evaluator = build_evaluator(task, nav_timeout_ms=self.browser_config.navigation_timeout_ms)
@@ -327,12 +354,15 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         self._ids = ElementIds()
         self._steps = self._parse_failures = 0
         self._history, self._actions = [], []
+        self._progress = progress
         self._active = True
         obs = self._observe("")
         relaunched = self._session.relaunches > relaunches
         error = "the browser had crashed and was relaunched" if relaunched else None
         info = {"task_id": task.task_id, "intent": task.intent, "sites": list(task.sites),
                 "start_url": " |AND| ".join(start_urls), "error": error}
+        if progress is not None:
+            info["reference_progress"] = progress.fraction
         return obs, info
 
     def check_reset_arguments(self, *, seed: Any = None, options: Any = None,
@@ -387,6 +417,10 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
                 self._parse_failures += 1
             self._actions.append(str(parsed) if parsed is not None else f"<unparsed> {action[:200]}")
         self._history.append(_equivalence_key(parsed))
+        reward = 0.0
+        if self._progress is not None and self._obs is not None \
+                and self._progress.advance(parsed, self._obs["axtree"]):
+            reward = self.progress_reward / self._progress.total
         end, answer, early_stop = None, None, None
         if isinstance(parsed, StopAction):
             end, answer = "stop", parsed.answer
@@ -412,14 +446,15 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         except BrowserError:
             self._active = False
             raise
-        reward = 0.0
         info: dict[str, Any] = {"task_id": self._task.task_id, "action": self._actions[-1],
                                 "parsed": parsed is not None, "step": self._steps, "episode_end": end,
                                 "early_stop": early_stop, "error": None}
+        if self._progress is not None:
+            info["reference_progress"] = self._progress.fraction
         if end is not None:
             self._active = False
             result = self._evaluate(answer, end, early_stop)
-            reward = float(result.score)
+            reward += float(result.score)
             info["eval"] = copy.deepcopy(result.details)
         return obs, reward, end in ("stop", "early_stop"), end == "max_steps", info
 

@@ -17,8 +17,9 @@ class EvaluateOnTruncation(gym.Wrapper, RecordConstructorArgs):
 
     ``gym.make`` applies ``TimeLimit`` outside the env, so the env cannot know where it is cut off. This
     wrapper sits outside the ``TimeLimit``: on a step that is truncated but neither terminated nor already
-    scored, it asks the env to score the episode (``env.unwrapped.end_episode("max_steps")``) and returns that
-    score as the step's reward, with the evaluator's details in ``info["eval"]``.
+    scored, it asks the env to score the episode (``env.unwrapped.end_episode("max_steps")``) and adds that
+    score to the step's reward (0, or the env's ``progress_reward`` bonus), with the evaluator's details in
+    ``info["eval"]``.
 
     As the outermost wrapper it also checks ``reset``'s arguments (``env.unwrapped.check_reset_arguments``)
     before any inner wrapper sees the call: Gymnasium's ``PassiveEnvChecker`` marks its one reset check as
@@ -43,7 +44,8 @@ class EvaluateOnTruncation(gym.Wrapper, RecordConstructorArgs):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if truncated and not terminated and info.get("episode_end") is None:
-            reward, details = cast("WebArenaLiteEnv", self.env.unwrapped).end_episode("max_steps")
+            score, details = cast("WebArenaLiteEnv", self.env.unwrapped).end_episode("max_steps")
+            reward = float(reward) + score  # the step's own reward: a progress_reward bonus, else 0
             info = {**info, "episode_end": "max_steps", "eval": details}
         return obs, float(reward), terminated, truncated, info
 
