@@ -318,6 +318,16 @@ class LLMPolicy:
         """The candidates of the next step on ``slot`` and their token log-probabilities (and their priors
         after the content-free prompt when ``with_prior``), without acting: the history is left as it is.
         Every :data:`~es_agent.decoding.Scoring` follows from the result (:meth:`StepScores.choice`)."""
+        return self._score_step(obs, slot, with_prior)[0]
+
+    def ranked_step(self, obs: Mapping[str, Any], slot: int = 0) -> tuple[StepScores, list[float]]:
+        """:meth:`score_step` and the final score of every candidate, the numbers constrained ``score``
+        decoding picks the best of (the configured scoring, prior weight and kind bias, plus the lexical
+        priors), without acting."""
+        step, prompt = self._score_step(obs, slot, self.config.scoring in NEEDS_PRIOR)
+        return step, self._final_scores(step, prompt.axtree, str(obs.get("goal", "")))
+
+    def _score_step(self, obs: Mapping[str, Any], slot: int, with_prior: bool) -> tuple[StepScores, _Prompt]:
         with torch.inference_mode():
             prompt = self._build_prompt(obs, slot)
             row, _ = self._prefill(slot, prompt.ids)
@@ -325,7 +335,12 @@ class LLMPolicy:
             encoded = self._encode_candidates(cands, prompt.axtree)
             logps = candidate_logprobs(self.model, row, encoded)
             prior = self._candidate_priors(encoded) if with_prior else None
-        return StepScores(cands, [action_kind(c) for c in cands], logps, prior)
+        return StepScores(cands, [action_kind(c) for c in cands], logps, prior), prompt
+
+    def _final_scores(self, step: StepScores, axtree: str, goal: str) -> list[float]:
+        """The scores ``score`` decoding ranks ``step``'s candidates by."""
+        return self._with_lexical_priors(step.scores(self.config.scoring, self.config.prior_weight,
+                                                     self.config.kind_bias), step.candidates, axtree, goal)
 
     def render(self, obs: Mapping[str, Any], slot: int = 0) -> str:
         """The prompt text the next :meth:`act` on ``slot`` would see (for inspection)."""
@@ -515,9 +530,7 @@ class LLMPolicy:
                 logps = candidate_logprobs(self.model, row, seqs)
                 prior = self._candidate_priors(seqs) if scoring in NEEDS_PRIOR else None
                 step = StepScores(cands, [action_kind(c) for c in cands], logps, prior)
-                scores = self._with_lexical_priors(step.scores(scoring, self.config.prior_weight,
-                                                               self.config.kind_bias),
-                                                   cands, prompt.axtree, str(obs.get("goal", "")))
+                scores = self._final_scores(step, prompt.axtree, str(obs.get("goal", "")))
                 best = best_index(scores)
                 picks.append(best)
                 extra.append({"score": scores[best]})
