@@ -30,8 +30,8 @@ Per sigma (``<out>.{md,json}``):
 
 ``python -m benchmarks.exploration_reach [--model embedded] [--split tier1_train] [--family shopping]
 [--sigmas 0.004 0.01 0.03 0.1] [--pairs 4] [--first-steps] [--out benchmarks/results/exploration_reach]``
-(``--first-steps``: only the first step of every task, where the grid's episodes fail; a task then counts as
-solved when its first step agrees)
+(``--report-only``: no scoring, the report of what the cache holds; ``--first-steps``: only the first step
+of every task, where the grid's episodes fail; a task then counts as solved when its first step agrees)
 """
 
 from __future__ import annotations
@@ -185,8 +185,9 @@ def _read_cache(path: Path) -> list[Pick]:
 def run(model_name: str, split: str, family: str, sigmas: Sequence[float], pairs: int,
         task_ids: Sequence[int] | None = None, first_steps: bool = False, cache_dir: Path = CACHE_DIR,
         loader: Callable[[str], tuple[Any, Any, str]] | None = None,
-        log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Score the centre and every perturbation (resuming from the cache) and summarize them."""
+        log: Callable[[str], None] = print, report_only: bool = False) -> dict[str, Any]:
+    """Score the centre and every perturbation (resuming from the cache) and summarize them;
+    ``report_only``: no scoring, whatever the cache holds for these sigmas and at most ``pairs`` pairs."""
     from benchmarks.bench_agreement import answer_checker, load, record
     from es_agent.perturb import perturbed
     from es_agent.policy import LLMPolicy, PolicyConfig
@@ -210,31 +211,54 @@ def run(model_name: str, split: str, family: str, sigmas: Sequence[float], pairs
     done = {(p.sigma, p.seed, p.sign) for p in picks}
     todo = [(0.0, 0, 0)] + [(float(s), SEED_BASE + i, sign) for s in sigmas for i in range(pairs)
                             for sign in (1, -1)]
-    todo = [t for t in todo if t not in done]
-    model, tok, dtype = (loader or load)(model_name)
-    policy = LLMPolicy(model, tok, PromptPools.load().baseline(GENOME), PolicyConfig(**POLICY))
+    todo = [] if report_only else [t for t in todo if t not in done]
     started = time.perf_counter()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with torch_threads(1), path.open("a", encoding="utf-8") as out:
-        for n, (sigma, seed, sign) in enumerate(todo, 1):
-            if sigma == 0:
-                new = score_steps(policy, steps, check, 0.0, 0, 0)
-            else:
-                with perturbed(model, seed, sign * sigma):
-                    new = score_steps(policy, steps, check, sigma, seed, sign)
-            for p in new:
-                out.write(json.dumps(asdict(p)) + "\n")
-            out.flush()
-            picks += new
-            log(f"  sigma {sigma:g} seed {seed} sign {sign:+d}: {sum(p.agrees for p in new)}/{len(new)} "
-                f"agree ({n}/{len(todo)}, {time.perf_counter() - started:.0f} s)")
+    if todo:
+        model, tok, dtype = (loader or load)(model_name)
+        policy = LLMPolicy(model, tok, PromptPools.load().baseline(GENOME), PolicyConfig(**POLICY))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with torch_threads(1), path.open("a", encoding="utf-8") as out:
+            for n, (sigma, seed, sign) in enumerate(todo, 1):
+                if sigma == 0:
+                    new = score_steps(policy, steps, check, 0.0, 0, 0)
+                else:
+                    with perturbed(model, seed, sign * sigma):
+                        new = score_steps(policy, steps, check, sigma, seed, sign)
+                for p in new:
+                    out.write(json.dumps(asdict(p)) + "\n")
+                out.flush()
+                picks += new
+                log(f"  sigma {sigma:g} seed {seed} sign {sign:+d}: {sum(p.agrees for p in new)}/{len(new)} "
+                    f"agree ({n}/{len(todo)}, {time.perf_counter() - started:.0f} s)")
+    else:
+        from es_agent.hardware import choose_dtype
+
+        dtype = str(choose_dtype("auto").value)
     wanted = {0.0, *map(float, sigmas)}
-    summary = summarize([p for p in picks
-                         if p.sigma in wanted and (p.sigma == 0 or p.seed < SEED_BASE + pairs)])
+    kept = [p for p in picks if p.sigma in wanted and (p.sigma == 0 or p.seed < SEED_BASE + pairs)]
     return {"model": model_name, "dtype": dtype, "split": split, "family": family, "task_ids": ids,
             "policy": POLICY, "genome": GENOME, "sigmas": list(sigmas), "pairs": pairs,
             "first_steps": first_steps,
-            "seconds": round(time.perf_counter() - started, 1), "cache": str(path), **summary}
+            "seconds": round(time.perf_counter() - started, 1), "cache": str(path), **summarize(kept),
+            "per_step": per_step(steps, kept)}
+
+
+def per_step(steps: Sequence[Any], picks: Sequence[Pick]) -> list[dict[str, Any]]:
+    """Per recorded step: its reference action, the centre's reference rank, and per sigma the reference
+    rank under each perturbation (``ranks``) and how many perturbations agree (``agree``)."""
+    rows = []
+    for step in steps:
+        mine = [p for p in picks if (p.task_id, p.index) == (step.task_id, step.index)]
+        centre = next((p for p in mine if p.sigma == 0), None)
+        by_sigma: dict[str, dict[str, Any]] = {}
+        for p in sorted((p for p in mine if p.sigma != 0), key=lambda p: (p.sigma, p.seed, -p.sign)):
+            row = by_sigma.setdefault(f"{p.sigma:g}", {"ranks": [], "agree": 0})
+            row["ranks"].append(p.reference_rank)
+            row["agree"] += p.agrees
+        rows.append({"task_id": step.task_id, "index": step.index, "reference": step.action,
+                     "centre_rank": centre.reference_rank if centre else None,
+                     "centre_agrees": centre.agrees if centre else None, "by_sigma": by_sigma})
+    return rows
 
 
 def report_md(result: dict[str, Any]) -> str:
@@ -262,6 +286,18 @@ def report_md(result: dict[str, Any]) -> str:
                      f"{frac(row['gained_per_perturbation'])} | {anyone[0]}/{anyone[1]} | "
                      f"{frac(row['lost_per_perturbation'])} | {gained} | {lost} | "
                      f"{row['median_rank_centre_wrong']} |")
+    sigmas = list(result["by_sigma"])
+    lines += ["", "Per step: the reference action's rank among the candidates (1 = picked) at the centre and "
+              "under each perturbation (seeds in order, + before -).", "",
+              "| task | step | reference | centre | " + " | ".join(f"sigma {s}" for s in sigmas) + " |",
+              "|---|---|---|---|" + "---|" * len(sigmas)]
+    for row in result.get("per_step", []):
+        cells = [", ".join("-" if r is None else str(r) for r in row["by_sigma"].get(s, {}).get("ranks", []))
+                 for s in sigmas]
+        ref = str(row["reference"]).replace("|", "\\|")
+        centre = "-" if row["centre_rank"] is None else str(row["centre_rank"])
+        lines.append(f"| {row['task_id']} | {row['index']} | `{ref}` | {centre} | "
+                     + " | ".join(cells) + " |")
     if result.get("notes"):
         lines += ["", result["notes"].rstrip()]
     return "\n".join(lines) + "\n"
@@ -282,10 +318,12 @@ def cli(argv: list[str] | None = None) -> int:
                         default=REPO_ROOT / "benchmarks" / "results" / "exploration_reach",
                         help="the report is written to OUT.{md,json}")
     parser.add_argument("--notes", type=Path, default=None, help="a markdown reading to put in the report")
+    parser.add_argument("--report-only", action="store_true",
+                        help="score nothing: report what the cache holds (at most --pairs pairs per sigma)")
     args = parser.parse_args(argv)
     try:
         result = run(args.model, args.split, args.family, args.sigmas, args.pairs, args.task_ids,
-                     args.first_steps)
+                     args.first_steps, report_only=args.report_only)
     except BenchmarkError as exc:
         print(f"exploration_reach: {exc}", file=sys.stderr)
         return 2

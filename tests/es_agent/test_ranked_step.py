@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from benchmarks.common import BenchmarkError
-from benchmarks.exploration_reach import Pick, reference_rank, summarize
+from benchmarks.exploration_reach import Pick, per_step, reference_rank, summarize
 from es_agent.decoding import best_index
 from es_agent.perturb import perturbed
 from es_agent.policy import LLMPolicy, PolicyConfig
@@ -82,3 +82,16 @@ def test_summarize_counts_gains_losses_and_tasks() -> None:
 def test_summarize_refuses_picks_without_a_centre() -> None:
     with pytest.raises(BenchmarkError, match="centre"):
         summarize([_pick(1, 0, 0.1, 1000, 1, True)])
+
+
+def test_per_step_lists_every_perturbation_rank() -> None:
+    from es_agent.agreement import ReferenceStep
+
+    steps = [ReferenceStep(1, "tier1_train", 0, {}, "click [4]"),
+             ReferenceStep(1, "tier1_train", 1, {}, "stop []")]
+    picks = [_pick(1, 0, 0, 0, 0, False, rank=5), _pick(1, 0, 0.1, 1000, -1, True),
+             _pick(1, 0, 0.1, 1000, 1, False, rank=7), _pick(1, 1, 0, 0, 0, True)]
+    rows = per_step(steps, picks)
+    assert rows[0] == {"task_id": 1, "index": 0, "reference": "click [4]", "centre_rank": 5,
+                       "centre_agrees": False, "by_sigma": {"0.1": {"ranks": [7, 1], "agree": 1}}}
+    assert rows[1]["centre_agrees"] is True and rows[1]["by_sigma"] == {}
