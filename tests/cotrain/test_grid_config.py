@@ -87,20 +87,23 @@ def test_shipped_grid_files_parse_and_name_nine_settings() -> None:
     ("grid_goal_prior.toml", {"goal_prior": 200}, [1, 1, 1], "embedded_reddit_t1"),
     ("grid_lexical.toml", {"goal_prior": 150, "answer_prior": 100}, [1, 1, 1, 2, 2, 2, 3, 3, 3],
      "embedded_reddit_t3"),
-    ("grid_progress.toml", {"goal_prior": 150, "answer_prior": 100}, [1, 2], "embedded_shopping_t2")])
+    ("grid_progress.toml", {"goal_prior": 150, "answer_prior": 100}, [1, 2], "embedded_shopping_t2"),
+    ("grid_progress_sigma.toml", {"goal_prior": 150, "answer_prior": 100}, [1], "embedded_shopping_t1")])
 def test_prior_grids_run_with_the_fitted_weights_on_every_arm(name: str, priors: dict[str, float],
                                                               tiers: list[int], setting: str) -> None:
     grid = load_grid_config(REPO / "configs" / name)
     assert grid.base == BASE and sorted(s.tier for s in grid.settings) == tiers
     runs = plan_grid(grid, settings=[setting])
     assert [r.arm for r in runs] == ["start"] + ["prompts", "weights", "both"] * 2
-    shaped = name == "grid_progress.toml"
+    shaped = name.startswith("grid_progress")
+    sigmas = (0.1, 0.04) if name == "grid_progress_sigma.toml" else (0.01, 0.004)
     for run in runs:
         cfg = run_config(grid, run.overrides, run.arm)
         assert {k: cfg.agent.policy[k] for k in priors} == priors
         assert cfg.agent.policy["scoring"] == "calibrated"
         assert cfg.env.spec.kwargs.get("progress_reward", 0.0) == (0.5 if shaped else 0.0)
         assert cfg.env.spec.max_steps == {1: 3, 2: 5, 3: 8}[int(setting[-1])]
+        assert (cfg.es.distribution.sigma_0, cfg.es.distribution.sigma_min) == sigmas
         cfg.agent.policy_config()  # valid PolicyConfig fields
 
 
