@@ -40,7 +40,6 @@ import argparse
 import hashlib
 import json
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -48,7 +47,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import REPO_ROOT, BenchmarkError, code_version, torch_threads
+from benchmarks.common import REPO_ROOT, BenchmarkError, code_version, median, torch_threads
 
 CACHE_DIR = Path.home() / ".cache" / "agentic-esopt" / "exploration"
 """Where the per-perturbation records are cached."""
@@ -120,12 +119,12 @@ def summarize(picks: Sequence[Pick]) -> dict[str, Any]:
         "centre": {"agree": sum(p.agrees for p in centre.values()), "tasks_solved": len(centre_solved),
                    "median_rank": _median([p.reference_rank for p in centre.values()])},
         "by_sigma": {}}
+    wrong = [k for k in reachable if not centre[k].agrees]
+    right = [k for k in centre if centre[k].agrees]
     for sigma in sorted({p.sigma for p in picks if p.sigma != 0}):
         at = [p for p in picks if p.sigma == sigma and (p.task_id, p.index) in centre]
         perts = sorted({(p.seed, p.sign) for p in at})
         by_pert = {pert: {(p.task_id, p.index): p for p in at if (p.seed, p.sign) == pert} for pert in perts}
-        wrong = [k for k in reachable if not centre[k].agrees]
-        right = [k for k in centre if centre[k].agrees]
         scored = [(k, row[k]) for row in by_pert.values() for k in centre if k in row]
         gained_pairs = [row[k].agrees for row in by_pert.values() for k in wrong if k in row]
         lost_pairs = [not row[k].agrees for row in by_pert.values() for k in right if k in row]
@@ -157,7 +156,7 @@ def _share(flags: Sequence[bool]) -> list[int]:
 
 def _median(values: Sequence[int | None]) -> float | None:
     known = [v for v in values if v is not None]
-    return float(statistics.median(known)) if known else None
+    return median(known) if known else None
 
 
 def _cache_path(model_name: str, split: str, steps: Sequence[Any], cache_dir: Path) -> Path:
