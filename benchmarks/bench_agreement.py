@@ -499,6 +499,75 @@ def fit_goal_prior(model_name: str, genome: str, train_splits: Sequence[str], he
             "heldout": {"none": agreement(held, 0.0), "fitted": per_pair[fitted]["heldout"]}}
 
 
+MEMORY_PRIOR_GRID: tuple[float, ...] = (0.0, 10.0, 30.0, 50.0, 100.0, 150.0, 200.0, 300.0, 500.0, 1000.0)
+"""The :attr:`~es_agent.policy.PolicyConfig.memory_prior` weights :func:`fit_memory_prior` tries (the goal
+and answer priors it is added to are 150 and 100 in the grid)."""
+
+
+def reference_memory(steps: Sequence[Any], min_similarity: float = 0.3, leave_out_same_goal: bool = True
+                     ) -> Any:
+    """A :class:`~es_agent.memory.TrajectoryMemory` of the recorded reference solutions in ``steps`` (one
+    exemplar per task; by default a goal never retrieves its own solution, so training rollouts on these
+    tasks see what a held-out task sees)."""
+    from es_agent.memory import TrajectoryMemory, exemplar_from_reference
+
+    by_task: dict[tuple[str, int], list[Any]] = {}
+    for step in steps:
+        by_task.setdefault((step.split, step.task_id), []).append(step)
+    return TrajectoryMemory((exemplar_from_reference(t) for t in by_task.values()),
+                            min_similarity=min_similarity, leave_out_same_goal=leave_out_same_goal)
+
+
+def fit_memory_prior(model_name: str, genome: str, train_splits: Sequence[str], heldout_splits: Sequence[str],
+                     scoring: str = "calibrated", prior_weight: float = 1.0, goal_prior: float = 150.0,
+                     answer_prior: float = 100.0, version: str | None = None, cache_dir: Path = CACHE_DIR,
+                     grid: Sequence[float] = MEMORY_PRIOR_GRID) -> dict[str, Any]:
+    """Step agreement with a memory of the ``train_splits``' reference solutions as exemplars, per
+    :attr:`~es_agent.policy.PolicyConfig.memory_prior` weight of ``grid``, added to ``scoring`` with the
+    goal and answer priors: on the training steps leave-one-task-out (a task never retrieves its own
+    solution) and on the ``heldout_splits`` with every training exemplar. The weight is fitted on the
+    training steps (steps, then whole tasks; ties to the smallest). No model forward (cached scores)."""
+    from es_agent.agreement import equivalent
+    from es_agent.decoding import best_index
+    from es_agent.grounding import add_goal_prior, answer_type_matches, target_overlaps
+    from es_agent.memory import TrajectoryMemory
+
+    train_rows = _scored_rows(model_name, genome, train_splits, version, cache_dir)
+    memory = reference_memory([step for step, _, _ in train_rows])
+    Row = tuple[Any, list[float], list[float], list[bool], dict[str, Any]]
+
+    def prepared(rows: list[tuple[Any, Any, Any]], leave_out: bool) -> list[Row]:
+        out = []
+        for step, scores, check in rows:
+            goal, axtree = str(step.obs.get("goal", "")), str(step.obs.get("axtree", ""))
+            base = add_goal_prior(scores.scores(scoring, prior_weight),
+                                  target_overlaps(scores.candidates, axtree, goal), goal_prior)
+            base = add_goal_prior(base, answer_type_matches(scores.candidates, goal), answer_prior)
+            found = memory.retrieve(goal, exclude_task=step.task_id if leave_out else None)
+            bonus = TrajectoryMemory.bonuses(found, step.index, scores.candidates, axtree)
+            ok = [equivalent(c, step, check) for c in scores.candidates]
+            info = {"similarity": found[1] if found else 0.0,
+                    "exemplar_task": found[0].task_id if found else None}
+            out.append((step, base, bonus, ok, info))
+        return out
+
+    def agreement(rows: list[Row], weight: float) -> dict[str, list[int]]:
+        return _agreement_table([(step, ok[best_index(add_goal_prior(base, bonus, weight))])
+                                 for step, base, bonus, ok, _ in rows])
+
+    train = prepared(train_rows, leave_out=True)
+    held = prepared(_scored_rows(model_name, genome, heldout_splits, version, cache_dir), leave_out=False)
+    per_weight = {w: {"train": agreement(train, w), "heldout": agreement(held, w)} for w in grid}
+    fitted = max(grid, key=lambda w: (per_weight[w]["train"]["all"][0], per_weight[w]["train"]["tasks"][0],
+                                      -w))
+    retrieved = sum(info["similarity"] > 0 for *_, info in held)
+    return {"model": model_name, "genome": genome, "scoring": scoring, "prior_weight": prior_weight,
+            "goal_prior": goal_prior, "answer_prior": answer_prior, "version": version,
+            "train_splits": list(train_splits), "heldout_splits": list(heldout_splits),
+            "exemplars": len(memory), "heldout_steps_with_exemplar": [retrieved, len(held)],
+            "memory_prior": fitted, "grid": [{"memory_prior": w, **per_weight[w]} for w in grid]}
+
+
 # ---------------------------------------------------------------------------------------------- reporting
 
 def _pct(n: int, d: int) -> str:
@@ -611,6 +680,16 @@ def cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--fit-goal-prior", nargs="+", default=None, metavar="TRAIN_SPLIT",
                         help="fit PolicyConfig.goal_prior on these splits' cached scores and report every "
                              "weight on them and on --splits (no model forward)")
+    parser.add_argument("--fit-memory-prior", nargs="+", default=None, metavar="TRAIN_SPLIT",
+                        help="step agreement with the reference solutions of TRAIN_SPLIT as exemplars "
+                             "(es_agent.memory), per memory_prior weight, on the training steps (leave one "
+                             "task out) and on --splits; the scoring of --fit-scoring plus --goal-prior and "
+                             "--answer-prior (no model forward: cached scores)")
+    parser.add_argument("--memory-out", type=Path, default=None,
+                        help="with --fit-memory-prior: write the memory of TRAIN_SPLIT's reference solutions "
+                             "here (the file PolicyConfig.memory_file reads)")
+    parser.add_argument("--goal-prior", type=float, default=150.0, help="with --fit-memory-prior")
+    parser.add_argument("--answer-prior", type=float, default=100.0, help="with --fit-memory-prior")
     parser.add_argument("--fit-answer-prior", action="store_true",
                         help="with --fit-goal-prior: fit PolicyConfig.answer_prior jointly with it")
     parser.add_argument("--fit-scoring", default="mean",
@@ -621,6 +700,33 @@ def cli(argv: list[str] | None = None) -> int:
                              "es_agent/ tree id")
     args = parser.parse_args(argv)
     fit_scoring, _, fit_weight = args.fit_scoring.partition("@")
+    if args.fit_memory_prior:
+        if args.memory_out is not None:
+            from es_agent.agreement import load_trajectories
+            from es_agent.memory import save_memory
+
+            recorded = [step for split in args.fit_memory_prior
+                        for step in load_trajectories(recorded_path(split))[0]]
+            memory = reference_memory(recorded)
+            print(f"{len(memory)} exemplars -> {save_memory(memory, args.memory_out)}")
+        for model_name in args.models:
+            for genome in args.genomes:
+                fit = fit_memory_prior(model_name, genome, args.fit_memory_prior, args.splits,
+                                       scoring=fit_scoring, prior_weight=float(fit_weight or 1.0),
+                                       goal_prior=args.goal_prior, answer_prior=args.answer_prior,
+                                       version=args.code_version)
+                with_ex, steps = fit["heldout_steps_with_exemplar"]
+                print(f"{model_name} {genome} {args.fit_scoring} goal {args.goal_prior:g} answer "
+                      f"{args.answer_prior:g}: {fit['exemplars']} exemplars; {with_ex}/{steps} held-out "
+                      "steps retrieve one")
+                for row in fit["grid"]:
+                    mark = "  <- fitted" if row["memory_prior"] == fit["memory_prior"] else ""
+                    print(f"  memory_prior {row['memory_prior']:>6g}: " + "; ".join(
+                        f"{part} " + ", ".join(f"{k} {a}/{n}" for k, (a, n) in sorted(row[part].items()))
+                        for part in ("train", "heldout")) + mark)
+                if args.json:
+                    print(json.dumps(fit, indent=1))
+        return 0
     if args.fit_goal_prior:
         for model_name in args.models:
             for genome in args.genomes:

@@ -73,3 +73,8 @@ class HardwareError(EsAgentError, ValueError):
 
 class AgreementError(EsAgentError):
     """A recorded reference trajectory (step agreement) that cannot be read or used."""
+
+
+class TrajectoryMemoryError(EsAgentError, ValueError):
+    """A serialised trajectory memory (:mod:`es_agent.memory`) that cannot be read; the message names what is
+    wrong."""

@@ -57,6 +57,7 @@ from es_agent.decoding import (
     prefill,
 )
 from es_agent.grounding import TARGETED, add_goal_prior, answer_type_matches, target_overlaps
+from es_agent.memory import TrajectoryMemory, load_memory
 from es_agent.prefix_cache import PromptKVCache, weights_fingerprint
 from es_agent.prompts import (
     HistoryEntry,
@@ -107,6 +108,16 @@ class PolicyConfig:
     every ``stop`` candidate whose answer has the shape the goal's question asks for (an email, a phone
     number, a count, money, a date; ``constrained_method="score"``; 0: off). ``python -m
     benchmarks.bench_agreement --fit-goal-prior --fit-answer-prior`` fits it with the goal prior."""
+    memory_prior: float = 0.0
+    """Weight of the trajectory-memory prior (:mod:`es_agent.memory`): with a memory given to the policy
+    (:attr:`LLMPolicy.memory`), ``memory_prior x similarity x match`` is added to every candidate that does
+    what the nearest solved episode did at the same step (the same kind on an element of the same name, or
+    ``stop``); ``constrained_method="score"``; 0: off. ``python -m benchmarks.bench_agreement
+    --fit-memory-prior`` measures it teacher-forced."""
+    memory_file: str = ""
+    """A trajectory memory JSON file (:meth:`es_agent.memory.TrajectoryMemory.to_dict`'s form; a relative
+    path is read from the working directory) the policy uses when it is given no ``memory``: how a run's
+    workers get it (``agent.policy.memory_file``). Empty: none."""
     max_new_tokens: int = 64
     """Bound on generated tokens in free mode."""
     max_prompt_tokens: int = 1536
@@ -149,7 +160,9 @@ class PolicyConfig:
                 raise ValueError(f"kind_bias keys are action kinds such as 'stop' or 'click', got {kind!r}")
             if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not math.isfinite(bias):
                 raise ValueError(f"kind_bias[{kind!r}] must be a finite number, got {bias!r}")
-        for name in ("goal_prior", "answer_prior"):
+        if not isinstance(self.memory_file, str):
+            raise ValueError(f"memory_file must be a path string, got {self.memory_file!r}")
+        for name in ("goal_prior", "answer_prior", "memory_prior"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or value < 0:
@@ -235,8 +248,12 @@ class LLMPolicy:
     """
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, genome: PromptGenome,
-                 config: PolicyConfig | None = None) -> None:
+                 config: PolicyConfig | None = None, memory: TrajectoryMemory | None = None) -> None:
         self.model = model
+        if memory is None and config is not None and config.memory_file:
+            memory = load_memory(config.memory_file)
+        self.memory = memory
+        """The solved episodes :attr:`PolicyConfig.memory_prior` retrieves from (``None``: no prior)."""
         self.tokenizer = tokenizer
         self.genome = genome
         self.config = config or PolicyConfig()
@@ -325,7 +342,8 @@ class LLMPolicy:
         decoding picks the best of (the configured scoring, prior weight and kind bias, plus the lexical
         priors), without acting."""
         step, prompt = self._score_step(obs, slot, self.config.scoring in NEEDS_PRIOR)
-        return step, self._final_scores(step, prompt.axtree, str(obs.get("goal", "")))
+        return step, self._final_scores(step, prompt.axtree, str(obs.get("goal", "")),
+                                        len(self._histories.get(slot, ())))
 
     def _score_step(self, obs: Mapping[str, Any], slot: int, with_prior: bool) -> tuple[StepScores, _Prompt]:
         with torch.inference_mode():
@@ -337,10 +355,12 @@ class LLMPolicy:
             prior = self._candidate_priors(encoded) if with_prior else None
         return StepScores(cands, [action_kind(c) for c in cands], logps, prior), prompt
 
-    def _final_scores(self, step: StepScores, axtree: str, goal: str) -> list[float]:
-        """The scores ``score`` decoding ranks ``step``'s candidates by."""
+    def _final_scores(self, step: StepScores, axtree: str, goal: str, step_index: int) -> list[float]:
+        """The scores ``score`` decoding ranks ``step``'s candidates by (``step_index``: actions taken so far
+        in the episode, where the memory prior reads the retrieved exemplar)."""
         return self._with_lexical_priors(step.scores(self.config.scoring, self.config.prior_weight,
-                                                     self.config.kind_bias), step.candidates, axtree, goal)
+                                                     self.config.kind_bias), step.candidates, axtree, goal,
+                                         step_index)
 
     def render(self, obs: Mapping[str, Any], slot: int = 0) -> str:
         """The prompt text the next :meth:`act` on ``slot`` would see (for inspection)."""
@@ -483,14 +503,18 @@ class LLMPolicy:
         return [list(seq) + ([] if fmt.action_suffix else [self._end_ids[0]]) for seq in ids]
 
     def _with_lexical_priors(self, scores: Sequence[float], cands: Sequence[str], axtree: str,
-                             goal: str) -> list[float]:
-        """``scores`` plus the goal prior and the answer-type prior (:attr:`PolicyConfig.goal_prior`,
-        :attr:`PolicyConfig.answer_prior`; unchanged when 0), on the per-row and the batched path alike."""
+                             goal: str, step_index: int) -> list[float]:
+        """``scores`` plus the goal prior, the answer-type prior and the memory prior
+        (:attr:`PolicyConfig.goal_prior`, :attr:`PolicyConfig.answer_prior`,
+        :attr:`PolicyConfig.memory_prior`; each unchanged when 0), on the per-row and the batched path."""
         out = list(scores)
         if self.config.goal_prior:
             out = add_goal_prior(out, target_overlaps(cands, axtree, goal), self.config.goal_prior)
         if self.config.answer_prior:
             out = add_goal_prior(out, answer_type_matches(cands, goal), self.config.answer_prior)
+        if self.config.memory_prior and self.memory is not None and len(self.memory):
+            bonus = TrajectoryMemory.bonuses(self.memory.retrieve(goal), step_index, cands, axtree)
+            out = add_goal_prior(out, bonus, self.config.memory_prior)
         return out
 
     # ------------------------------------------------------------------ decoding
@@ -525,12 +549,13 @@ class LLMPolicy:
         else:
             picks, extra = [], []
             scoring = self.config.scoring
-            for row, seqs, cands, prompt, obs in zip(rows, encoded, per_row, prompts, observations,
-                                                     strict=True):
+            for slot, (row, seqs, cands, prompt, obs) in enumerate(zip(rows, encoded, per_row, prompts,
+                                                                       observations, strict=True)):
                 logps = candidate_logprobs(self.model, row, seqs)
                 prior = self._candidate_priors(seqs) if scoring in NEEDS_PRIOR else None
                 step = StepScores(cands, [action_kind(c) for c in cands], logps, prior)
-                scores = self._final_scores(step, prompt.axtree, str(obs.get("goal", "")))
+                scores = self._final_scores(step, prompt.axtree, str(obs.get("goal", "")),
+                                            len(self._histories.get(slot, ())))
                 best = best_index(scores)
                 picks.append(best)
                 extra.append({"score": scores[best]})

@@ -126,7 +126,8 @@ class _MemberPolicy:
         bias = self.policy.config.kind_bias
         if bias:  # as the per-row path adds it (PolicyConfig.kind_bias), then the lexical priors
             scores = add_kind_bias(scores, [action_kind(c) for c in cands], bias)
-        scores = self.policy._with_lexical_priors(scores, cands, prompt.axtree, goal)
+        scores = self.policy._with_lexical_priors(scores, cands, prompt.axtree, goal,
+                                                  len(self.policy._histories[0]))
         best = max(range(len(scores)), key=scores.__getitem__)
         action = cands[best]
         p = self.policy

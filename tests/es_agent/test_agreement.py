@@ -394,3 +394,36 @@ def test_reachability_counts_selects_and_truncation_cuts(tiny: tuple[Any, Any], 
     assert found["counts"]["test|type"] == {"steps": 1, "reachable": 1, "cut": 0}  # an option of the select
     assert found["counts"]["test|click"] == {"steps": 1, "reachable": 0, "cut": 1}  # truncated away
     assert found["counts"]["all|all"]["steps"] == 2 and found["candidates"]["max"] > 2
+
+
+def test_fit_memory_prior_repeats_the_nearest_training_solution_and_never_a_tasks_own(tmp_path: Path) -> None:
+    """Hand-built scores: three instances of one template ("Cancel order #N": click 'Cancel Order', an
+    element no goal word names) where the model prefers 'Home' by 1.0. Each training task retrieves the other
+    one (leave one out; similarity 2/4: "cance", "order" of "cance", "order", "11", "12"), so a memory weight
+    above 2 flips its click: the fit picks the grid's 10; the held-out task retrieves a training solution
+    and flips the same way."""
+    from benchmarks.bench_agreement import _step_key, fit_memory_prior, recorded_path, scores_path
+
+    def step(split: str, task: int) -> ReferenceStep:
+        obs = {"axtree": f"[{task}] button 'Cancel Order'\n[9] link 'Home'", "url": "http://shop/",
+               "goal": f"Cancel order #{task}", "tabs": "", "last_action_error": ""}
+        return ReferenceStep(task, split, 0, obs, f"click [{task}]", (), 2)
+
+    for split, tasks in (("tier1_train", (11, 12)), ("tier1_test", (13,))):
+        steps = [step(split, t) for t in tasks]
+        save_trajectories(recorded_path(split, tmp_path), steps, {"sites": {"shopping": "http://shop"}})
+        with scores_path("fake", "no_skill", split, tmp_path, version="v0").open("w") as out:
+            for s in steps:
+                cands = [f"click [{s.task_id}]", "click [9]"]
+                out.write(json.dumps({"key": _step_key(s), "candidates": cands,
+                                      "kinds": [action_kind(c) for c in cands],
+                                      "token_logps": [[-2.0], [-1.0]], "prior": None}) + "\n")
+    fit = fit_memory_prior("fake", "no_skill", ["tier1_train"], ["tier1_test"], scoring="mean",
+                           goal_prior=0.0, answer_prior=0.0, version="v0", cache_dir=tmp_path,
+                           grid=(0.0, 1.0, 10.0))
+    by_weight = {row["memory_prior"]: row for row in fit["grid"]}
+    assert fit["memory_prior"] == 10.0 and fit["exemplars"] == 2
+    assert by_weight[0.0]["train"]["all"] == [0, 2] and by_weight[0.0]["heldout"]["all"] == [0, 1]
+    assert by_weight[1.0]["train"]["all"] == [0, 2]  # 1.0 x 1/2 < 1.0: not enough
+    assert by_weight[10.0]["train"]["all"] == [2, 2] and by_weight[10.0]["heldout"]["all"] == [1, 1]
+    assert fit["heldout_steps_with_exemplar"] == [1, 1]
