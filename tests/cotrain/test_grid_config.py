@@ -88,8 +88,11 @@ def test_shipped_grid_files_parse_and_name_nine_settings() -> None:
     ("grid_lexical.toml", {"goal_prior": 150, "answer_prior": 100}, [1, 1, 1, 2, 2, 2, 3, 3, 3],
      "embedded_reddit_t3"),
     ("grid_progress.toml", {"goal_prior": 150, "answer_prior": 100}, [1, 2], "embedded_shopping_t2"),
-    ("grid_progress_sigma.toml", {"goal_prior": 150, "answer_prior": 100}, [1], "embedded_shopping_t1")])
-def test_prior_grids_run_with_the_fitted_weights_on_every_arm(name: str, priors: dict[str, float],
+    ("grid_progress_sigma.toml", {"goal_prior": 150, "answer_prior": 100}, [1], "embedded_shopping_t1"),
+    ("grid_memory.toml", {"goal_prior": 150, "answer_prior": 100, "memory_prior": 150,
+                          "memory_file": "configs/memory/tier1_train.json"}, [1, 1, 1],
+     "embedded_reddit_t1")])
+def test_prior_grids_run_with_the_fitted_weights_on_every_arm(name: str, priors: dict[str, Any],
                                                               tiers: list[int], setting: str) -> None:
     grid = load_grid_config(REPO / "configs" / name)
     assert grid.base == BASE and sorted(s.tier for s in grid.settings) == tiers
@@ -105,6 +108,12 @@ def test_prior_grids_run_with_the_fitted_weights_on_every_arm(name: str, priors:
         assert cfg.env.spec.max_steps == {1: 3, 2: 5, 3: 8}[int(setting[-1])]
         assert (cfg.es.distribution.sigma_0, cfg.es.distribution.sigma_min) == sigmas
         cfg.agent.policy_config()  # valid PolicyConfig fields
+        if "memory_file" in priors:  # the committed memory: tier-1 training solutions, never a held-out one
+            from es_agent.memory import load_memory
+
+            memory = load_memory(REPO / priors["memory_file"])
+            assert memory.leave_out_same_goal and len(memory) == 55
+            assert not {e.task_id for e in memory.exemplars} & set(run.tasks.all_heldout)
 
 
 def test_planned_budget_counts_rollouts_reflections_and_evals() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import string
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -167,19 +168,27 @@ def _sequential(model: Any, tok: Any, genome: Any, env: gym.Env, seed: int, scal
         return run_episode(env, policy, seed=reset_seed, options={"task_id": task}, max_steps=max_steps)
 
 
-@pytest.mark.parametrize(("max_steps", "kind_bias", "goal_prior", "answer_prior"),
-                         [(4, {}, 0.0, 0.0), (None, {}, 0.0, 0.0),
-                          (None, {"stop": -0.5, "click": 0.25}, 0.0, 0.0), (None, {}, 40.0, 0.0),
-                          (None, {}, 0.0, 3.0)])
+@pytest.mark.parametrize(("max_steps", "kind_bias", "goal_prior", "answer_prior", "memory_prior"),
+                         [(4, {}, 0.0, 0.0, 0.0), (None, {}, 0.0, 0.0, 0.0),
+                          (None, {"stop": -0.5, "click": 0.25}, 0.0, 0.0, 0.0), (None, {}, 40.0, 0.0, 0.0),
+                          (None, {}, 0.0, 3.0, 0.0), (None, {}, 0.0, 0.0, 30.0)])
 def test_lockstep_episodes_equal_sequential_ones(tiny: tuple[Any, Any], pools: Any, envs: list[gym.Env],
                                                  max_steps: int | None, kind_bias: dict[str, float],
-                                                 goal_prior: float, answer_prior: float) -> None:
+                                                 goal_prior: float, answer_prior: float, memory_prior: float,
+                                                 tmp_path: Path) -> None:
     """Same actions, errors, steps, truncation and rewards as run_episode per member; members finish at
     different steps (stop, the env's truncation, max_steps) and drop out of the batch. A kind_bias, a
-    goal_prior and an answer_prior are added on both paths alike."""
+    goal_prior, an answer_prior and a memory prior (a memory file: click 'Details', then 'Products', then
+    stop) are added on both paths alike."""
     model, tok = tiny
     config = dataclasses.replace(CONFIG, kind_bias=kind_bias, goal_prior=goal_prior,
-                                 answer_prior=answer_prior)
+                                 answer_prior=answer_prior, memory_prior=memory_prior)
+    if memory_prior:
+        from es_agent.memory import Exemplar, ExemplarStep, TrajectoryMemory, save_memory
+
+        steps = (ExemplarStep("click", "Details"), ExemplarStep("click", "Products"), ExemplarStep("stop"))
+        memory = TrajectoryMemory([Exemplar("How many reviews does the keyboard have? See its details", steps)])
+        config = dataclasses.replace(config, memory_file=str(save_memory(memory, tmp_path / "memory.json")))
     if goal_prior:  # task 2's goal names the toy page's button 'Details'
         obs, _ = envs[0].reset(seed=0, options={"task_id": 2})
         cands = LLMPolicy(model, tok, pools.baseline("no_skill"), config).candidates(obs)
@@ -204,7 +213,9 @@ def test_lockstep_episodes_equal_sequential_ones(tiny: tuple[Any, Any], pools: A
             assert (result.reward, result.steps, result.terminated, result.truncated, result.task_id) == (
                 ref.reward, ref.steps, ref.terminated, ref.truncated, ref.task_id)
         # (stop biased down or clicks up: every member runs to truncation; typed answers lifted: all stop)
-        if max_steps is None and not kind_bias and not goal_prior and not answer_prior:
+        if memory_prior and task == 2:  # the memory's solution, on both paths
+            assert [s.action.split(" ")[0] for s in got[0].trajectory] == ["click", "click", "stop"]
+        if max_steps is None and not kind_bias and not goal_prior and not answer_prior and not memory_prior:
             assert len({r.steps for r in got}) > 1, "members should finish at different steps"
             assert any(r.terminated for r in got) and any(r.truncated for r in got)
     assert weights_checksum(model) == before  # low-rank noise never writes the weights
