@@ -504,8 +504,8 @@ MEMORY_PRIOR_GRID: tuple[float, ...] = (0.0, 10.0, 30.0, 50.0, 100.0, 150.0, 200
 and answer priors it is added to are 150 and 100 in the grid)."""
 
 
-def reference_memory(steps: Sequence[Any], min_similarity: float = 0.3, leave_out_same_goal: bool = True
-                     ) -> Any:
+def reference_memory(steps: Sequence[Any], min_similarity: float = 0.3, leave_out_same_goal: bool = True,
+                     abstract_instances: bool = False) -> Any:
     """A :class:`~es_agent.memory.TrajectoryMemory` of the recorded reference solutions in ``steps`` (one
     exemplar per task; by default a goal never retrieves its own solution, so training rollouts on these
     tasks see what a held-out task sees)."""
@@ -515,25 +515,26 @@ def reference_memory(steps: Sequence[Any], min_similarity: float = 0.3, leave_ou
     for step in steps:
         by_task.setdefault((step.split, step.task_id), []).append(step)
     return TrajectoryMemory((exemplar_from_reference(t) for t in by_task.values()),
-                            min_similarity=min_similarity, leave_out_same_goal=leave_out_same_goal)
+                            min_similarity=min_similarity, leave_out_same_goal=leave_out_same_goal,
+                            abstract_instances=abstract_instances)
 
 
 def fit_memory_prior(model_name: str, genome: str, train_splits: Sequence[str], heldout_splits: Sequence[str],
                      scoring: str = "calibrated", prior_weight: float = 1.0, goal_prior: float = 150.0,
                      answer_prior: float = 100.0, version: str | None = None, cache_dir: Path = CACHE_DIR,
-                     grid: Sequence[float] = MEMORY_PRIOR_GRID) -> dict[str, Any]:
+                     grid: Sequence[float] = MEMORY_PRIOR_GRID, abstract_instances: bool = False
+                     ) -> dict[str, Any]:
     """Step agreement with a memory of the ``train_splits``' reference solutions as exemplars, per
     :attr:`~es_agent.policy.PolicyConfig.memory_prior` weight of ``grid``, added to ``scoring`` with the
     goal and answer priors: on the training steps leave-one-task-out (a task never retrieves its own
     solution) and on the ``heldout_splits`` with every training exemplar. The weight is fitted on the
-    training steps (steps, then whole tasks; ties to the smallest). No model forward (cached scores)."""
+    training steps (steps, then whole tasks; ties to the smallest). ``abstract_instances``: the memory's
+    :attr:`~es_agent.memory.TrajectoryMemory.abstract_instances`. No model forward (cached scores)."""
     from es_agent.agreement import equivalent
     from es_agent.decoding import best_index
     from es_agent.grounding import add_goal_prior, answer_type_matches, target_overlaps
-    from es_agent.memory import TrajectoryMemory
-
     train_rows = _scored_rows(model_name, genome, train_splits, version, cache_dir)
-    memory = reference_memory([step for step, _, _ in train_rows])
+    memory = reference_memory([step for step, _, _ in train_rows], abstract_instances=abstract_instances)
     Row = tuple[Any, list[float], list[float], list[bool], dict[str, Any]]
 
     def prepared(rows: list[tuple[Any, Any, Any]], leave_out: bool) -> list[Row]:
@@ -544,7 +545,7 @@ def fit_memory_prior(model_name: str, genome: str, train_splits: Sequence[str], 
                                   target_overlaps(scores.candidates, axtree, goal), goal_prior)
             base = add_goal_prior(base, answer_type_matches(scores.candidates, goal), answer_prior)
             found = memory.retrieve(goal, exclude_task=step.task_id if leave_out else None)
-            bonus = TrajectoryMemory.bonuses(found, step.index, scores.candidates, axtree)
+            bonus = memory.bonuses(found, step.index, scores.candidates, axtree, goal)
             ok = [equivalent(c, step, check) for c in scores.candidates]
             info = {"similarity": found[1] if found else 0.0,
                     "exemplar_task": found[0].task_id if found else None}
@@ -563,6 +564,7 @@ def fit_memory_prior(model_name: str, genome: str, train_splits: Sequence[str], 
     retrieved = sum(info["similarity"] > 0 for *_, info in held)
     return {"model": model_name, "genome": genome, "scoring": scoring, "prior_weight": prior_weight,
             "goal_prior": goal_prior, "answer_prior": answer_prior, "version": version,
+            "abstract_instances": abstract_instances,
             "train_splits": list(train_splits), "heldout_splits": list(heldout_splits),
             "exemplars": len(memory), "heldout_steps_with_exemplar": [retrieved, len(held)],
             "memory_prior": fitted, "grid": [{"memory_prior": w, **per_weight[w]} for w in grid]}
@@ -688,6 +690,9 @@ def cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-out", type=Path, default=None,
                         help="with --fit-memory-prior: write the memory of TRAIN_SPLIT's reference solutions "
                              "here (the file PolicyConfig.memory_file reads)")
+    parser.add_argument("--abstract-instances", action="store_true",
+                        help="with --fit-memory-prior: the memory matches targets with the goals' instance "
+                             "words as one slot (TrajectoryMemory.abstract_instances)")
     parser.add_argument("--goal-prior", type=float, default=150.0, help="with --fit-memory-prior")
     parser.add_argument("--answer-prior", type=float, default=100.0, help="with --fit-memory-prior")
     parser.add_argument("--fit-answer-prior", action="store_true",
@@ -707,14 +712,14 @@ def cli(argv: list[str] | None = None) -> int:
 
             recorded = [step for split in args.fit_memory_prior
                         for step in load_trajectories(recorded_path(split))[0]]
-            memory = reference_memory(recorded)
+            memory = reference_memory(recorded, abstract_instances=args.abstract_instances)
             print(f"{len(memory)} exemplars -> {save_memory(memory, args.memory_out)}")
         for model_name in args.models:
             for genome in args.genomes:
                 fit = fit_memory_prior(model_name, genome, args.fit_memory_prior, args.splits,
                                        scoring=fit_scoring, prior_weight=float(fit_weight or 1.0),
                                        goal_prior=args.goal_prior, answer_prior=args.answer_prior,
-                                       version=args.code_version)
+                                       version=args.code_version, abstract_instances=args.abstract_instances)
                 with_ex, steps = fit["heldout_steps_with_exemplar"]
                 print(f"{model_name} {genome} {args.fit_scoring} goal {args.goal_prior:g} answer "
                       f"{args.answer_prior:g}: {fit['exemplars']} exemplars; {with_ex}/{steps} held-out "

@@ -18,7 +18,7 @@ and read back on a rerun, so an interrupted run resumes. ``--write`` puts the re
 episodes (the weight is part of the key).
 
 ``python -m benchmarks.self_memory [--grid configs/grid_lexical.toml] [--settings embedded_shopping_admin_t1]
-[--memory-prior 150] [--rounds 1] [--write]``
+[--memory-prior 150] [--rounds 1] [--abstract-instances] [--write]``
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _episodes(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def run_setting(grid_file: Path, setting: str, memory_prior: float, rounds: int, out: Path,
-                log: Any = print) -> dict[str, Any]:
+                log: Any = print, abstract_instances: bool = False) -> dict[str, Any]:
     """Collect the self memory of one setting and score the held-out tasks with and without it."""
     from cotrain.config import load_config
     from cotrain.grid import plan_grid
@@ -102,7 +102,7 @@ def run_setting(grid_file: Path, setting: str, memory_prior: float, rounds: int,
     out.mkdir(parents=True, exist_ok=True)
     file = out / "episodes.jsonl"
     done = _episodes(file)
-    memory = TrajectoryMemory()
+    memory = TrajectoryMemory(abstract_instances=abstract_instances)
     started = time.perf_counter()
 
     def episode(env: Any, phase: str, round_: int, task: Any, policy: Any) -> dict[str, Any]:
@@ -153,7 +153,8 @@ def run_setting(grid_file: Path, setting: str, memory_prior: float, rounds: int,
                  for arm in ("start", "memory")}
     log(f"{setting}: held out start {solved_of['start']}, with the self memory {solved_of['memory']}")
     return {"setting": setting, "grid": str(grid_file),
-            "memory_prior": memory_prior, "rounds": rounds, "collect": rows["collect"],
+            "memory_prior": memory_prior, "rounds": rounds, "abstract_instances": abstract_instances,
+            "collect": rows["collect"],
             "exemplars": [{"goal": e.goal, "task": e.task_id, "steps": [[s.kind, s.target] for s in e.steps]}
                           for e in memory.exemplars],
             "heldout": heldout, "rewards": {"start": rows["start"], "memory": rows["memory"]},
@@ -187,6 +188,8 @@ def cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", nargs="+", default=["embedded_shopping_admin_t1"])
     parser.add_argument("--memory-prior", type=float, default=150.0)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--abstract-instances", action="store_true",
+                        help="the memory matches targets with the goals' instance words as one slot")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--write", action="store_true", help="write benchmarks/results/self_memory.{md,json}")
     args = parser.parse_args(argv)
@@ -195,7 +198,8 @@ def cli(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    results = [run_setting(args.grid, s, args.memory_prior, args.rounds, args.out) for s in args.settings]
+    results = [run_setting(args.grid, s, args.memory_prior, args.rounds, args.out,
+                           abstract_instances=args.abstract_instances) for s in args.settings]
     command = "python -m benchmarks.self_memory " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.write:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -15,8 +15,13 @@ Memory's induced workflows). :class:`TrajectoryMemory` is the cheapest form of i
 * :meth:`TrajectoryMemory.bonuses` gives, at step ``t`` of the new episode, ``similarity x match`` to each
   candidate: for an exemplar step that acts on an element, the word overlap of the candidate's target name
   with the exemplar's (same kind only); for an exemplar ``stop``, 1 to every ``stop``; 0 past the exemplar's
-  end. :attr:`es_agent.policy.PolicyConfig.memory_prior` scales it into the policy's scores, like the goal
-  prior, and the model still chooses between the answers and among equally matched targets.
+  end. With ``abstract_instances``, the words of the exemplar's goal that the new goal does not share (the
+  instance: "Amelia Lewis" of "What is the phone number of the customer Amelia Lewis?") stand for one slot in
+  the exemplar's target, and so do the new goal's own instance words in a candidate's name: the solution's
+  click on "Edit Amelia Lewis" then matches "Edit Julian Walker" on the new task, not Amelia's row again (the
+  variables of Agent Workflow Memory's induced workflows). :attr:`es_agent.policy.PolicyConfig.memory_prior`
+  scales it into the policy's scores, like the goal prior, and the model still chooses between the answers
+  and among equally matched targets.
 
 Where exemplars come from is the caller's choice: the agent's own solved training episodes
 (:func:`exemplar_from_episode`, a memory learned from trajectory-level rewards alone) or a task set's
@@ -101,11 +106,21 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
 
+SLOT = "<instance>"
+"""What the instance words of a goal become in an abstracted target
+(:attr:`TrajectoryMemory.abstract_instances`)."""
+
+
+def _abstract(words: frozenset[str], instance: frozenset[str]) -> frozenset[str]:
+    return frozenset(SLOT if w in instance else w for w in words) if instance else words
+
+
 class TrajectoryMemory:
     """Exemplars by goal, the nearest one retrieved for a new goal (module docstring)."""
 
     def __init__(self, exemplars: Iterable[Exemplar] = (), *, min_similarity: float = 0.3,
-                 max_size: int = 256, leave_out_same_goal: bool = False) -> None:
+                 max_size: int = 256, leave_out_same_goal: bool = False,
+                 abstract_instances: bool = False) -> None:
         if not 0.0 <= min_similarity <= 1.0:
             raise ValueError(f"min_similarity must be in [0, 1], got {min_similarity}")
         if max_size < 1:
@@ -115,6 +130,8 @@ class TrajectoryMemory:
         self.leave_out_same_goal = bool(leave_out_same_goal)
         """Never retrieve an exemplar for its own goal: a memory of the training tasks' solutions then scores
         each training task as a held-out one (leave one out)."""
+        self.abstract_instances = bool(abstract_instances)
+        """Match targets with the goals' instance words as one slot (module docstring)."""
         self._by_goal: dict[str, Exemplar] = {}
         for exemplar in exemplars:
             self.add(exemplar)
@@ -159,16 +176,21 @@ class TrajectoryMemory:
                 best = (*key, exemplar)
         return None if best is None else (best[3], best[0])
 
-    @staticmethod
-    def bonuses(found: tuple[Exemplar, float] | None, step_index: int, candidates: Sequence[str],
-                axtree: str) -> list[float]:
+    def bonuses(self, found: tuple[Exemplar, float] | None, step_index: int, candidates: Sequence[str],
+                axtree: str, goal: str = "") -> list[float]:
         """Per candidate, the match with step ``step_index`` of the retrieved exemplar times its similarity
-        (module docstring); all 0 without an exemplar or past its end."""
+        (module docstring; ``goal``, the new task's, is read with :attr:`abstract_instances`); all 0 without
+        an exemplar or past its end."""
         if found is None or step_index >= len(found[0].steps):
             return [0.0] * len(candidates)
         exemplar, similarity = found
         want = exemplar.steps[step_index]
         target_words = content_words(want.target)
+        own_instance: frozenset[str] = frozenset()
+        if self.abstract_instances:
+            new_goal, old_goal = content_words(goal), content_words(exemplar.goal)
+            target_words = _abstract(target_words, old_goal - new_goal)
+            own_instance = new_goal - old_goal
         names: dict[str, str] | None = None
         out = []
         for cand in candidates:
@@ -186,7 +208,8 @@ class TrajectoryMemory:
                 continue
             if names is None:
                 names = {node.id: node.name for node in parse_axtree(axtree) if node.id}
-            out.append(similarity * _jaccard(target_words, content_words(names.get(match[2], ""))))
+            name_words = _abstract(content_words(names.get(match[2], "")), own_instance)
+            out.append(similarity * _jaccard(target_words, name_words))
         return out
 
     # ------------------------------------------------------------------ serialisation
@@ -194,6 +217,7 @@ class TrajectoryMemory:
         """A JSON-ready form (:meth:`from_dict` reads it back)."""
         return {"format": FORMAT, "min_similarity": self.min_similarity, "max_size": self.max_size,
                 "leave_out_same_goal": self.leave_out_same_goal,
+                "abstract_instances": self.abstract_instances,
                 "exemplars": [{**asdict(e), "steps": [asdict(s) for s in e.steps]} for e in self.exemplars]}
 
     @classmethod
@@ -208,13 +232,18 @@ class TrajectoryMemory:
                          for e in data["exemplars"]]
             return cls(exemplars, min_similarity=float(data["min_similarity"]),
                        max_size=int(data["max_size"]),
-                       leave_out_same_goal=bool(data.get("leave_out_same_goal", False)))
+                       leave_out_same_goal=bool(data.get("leave_out_same_goal", False)),
+                       abstract_instances=bool(data.get("abstract_instances", False)))
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise TrajectoryMemoryError(f"cannot read a trajectory memory: {exc}") from exc
 
     def digest(self) -> str:
-        """A short hash of the contents (replicas with the same memory have the same digest)."""
-        text = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        """A short hash of the contents (replicas with the same memory have the same digest; a memory without
+        :attr:`abstract_instances` hashes as it did before the option existed)."""
+        data = self.to_dict()
+        if not self.abstract_instances:
+            del data["abstract_instances"]
+        text = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -513,7 +513,7 @@ class LLMPolicy:
         if self.config.answer_prior:
             out = add_goal_prior(out, answer_type_matches(cands, goal), self.config.answer_prior)
         if self.config.memory_prior and self.memory is not None and len(self.memory):
-            bonus = TrajectoryMemory.bonuses(self.memory.retrieve(goal), step_index, cands, axtree)
+            bonus = self.memory.bonuses(self.memory.retrieve(goal), step_index, cands, axtree, goal)
             out = add_goal_prior(out, bonus, self.config.memory_prior)
         return out
 

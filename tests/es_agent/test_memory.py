@@ -75,13 +75,13 @@ def test_bonuses_follow_the_exemplar_step() -> None:
                         "\t[6] button 'Add to Wish List'", "\t[7] link 'My Orders'"])
     cands = ["click [5]", "click [6]", "click [7]", "hover [5]", "stop [N/A]", "stop [Shop]"]
     found = (WISH, 0.5)
-    first = TrajectoryMemory.bonuses(found, 0, cands, axtree)
+    first = TrajectoryMemory().bonuses(found, 0, cands, axtree)
     assert first[0] == pytest.approx(0.5)  # the same name, the same kind
     assert 0 < first[1] < first[0]  # a partly matching name
     assert first[2:] == [0.0, 0.0, 0.0, 0.0]  # another name; another kind; stops
-    assert TrajectoryMemory.bonuses(found, 1, cands, axtree) == [0, 0, 0, 0, 0.5, 0.5]  # every stop alike
-    assert TrajectoryMemory.bonuses(found, 2, cands, axtree) == [0.0] * 6  # past the exemplar's end
-    assert TrajectoryMemory.bonuses(None, 0, cands, axtree) == [0.0] * 6
+    assert TrajectoryMemory().bonuses(found, 1, cands, axtree) == [0, 0, 0, 0, 0.5, 0.5]  # every stop alike
+    assert TrajectoryMemory().bonuses(found, 2, cands, axtree) == [0.0] * 6  # past the exemplar's end
+    assert TrajectoryMemory().bonuses(None, 0, cands, axtree) == [0.0] * 6
 
 
 def test_round_trip_and_a_malformed_memory_is_refused() -> None:
@@ -178,3 +178,22 @@ def test_a_tiny_model_solves_a_task_from_the_memory_of_another_instance(chromium
     assert [s.action.split(" ")[0] for s in with_memory.trajectory] == ["click", "stop"]
     assert with_memory.success, with_memory.info.get("eval")
     assert not without.success
+
+
+def test_abstract_instances_matches_the_new_tasks_entity_not_the_old_one() -> None:
+    """A solved "phone number of Amelia Lewis" clicked Amelia's row: on Julian Walker's task the literal
+    match repeats that click; with abstract_instances the instance words are one slot on both sides, so
+    Julian's row matches and Amelia's does not, while words both goals share stay literal."""
+    solved = Exemplar("What is the phone number of the customer Amelia Lewis?",
+                      (ExemplarStep("click", "Edit Amelia Lewis"), ExemplarStep("stop")))
+    axtree = "\n".join(["[1] RootWebArea 'Customers'", "\t[5] link 'Edit Amelia Lewis'",
+                        "\t[6] link 'Edit Julian Walker'", "\t[7] link 'Customer phone numbers'"])
+    goal = "What is the phone number of the customer Julian Walker?"
+    cands = ["click [5]", "click [6]", "click [7]"]
+    found = (solved, 1.0)
+    literal = TrajectoryMemory([solved]).bonuses(found, 0, cands, axtree, goal)
+    abstract = TrajectoryMemory([solved], abstract_instances=True).bonuses(found, 0, cands, axtree, goal)
+    assert literal[0] == 1.0 and literal[1] < literal[0]
+    assert abstract[1] == 1.0 and abstract[0] < abstract[1] and abstract[2] == 0.0
+    again = TrajectoryMemory.from_dict(TrajectoryMemory([solved], abstract_instances=True).to_dict())
+    assert again.abstract_instances

@@ -187,7 +187,8 @@ def test_lockstep_episodes_equal_sequential_ones(tiny: tuple[Any, Any], pools: A
         from es_agent.memory import Exemplar, ExemplarStep, TrajectoryMemory, save_memory
 
         steps = (ExemplarStep("click", "Details"), ExemplarStep("click", "Products"), ExemplarStep("stop"))
-        memory = TrajectoryMemory([Exemplar("How many reviews does the keyboard have? See its details", steps)])
+        goal = "How many reviews does the keyboard have? See its details"
+        memory = TrajectoryMemory([Exemplar(goal, steps)])
         config = dataclasses.replace(config, memory_file=str(save_memory(memory, tmp_path / "memory.json")))
     if goal_prior:  # task 2's goal names the toy page's button 'Details'
         obs, _ = envs[0].reset(seed=0, options={"task_id": 2})
