@@ -106,7 +106,8 @@ def run_setting(grid_file: Path, setting: str, memory_prior: float, rounds: int,
     started = time.perf_counter()
 
     def episode(env: Any, phase: str, round_: int, task: Any, policy: Any) -> dict[str, Any]:
-        state = memory.digest() if phase != "start" else ""
+        # the memory's state (an empty one has one key whatever its options: round 0 runs without it)
+        state = (memory.digest() if len(memory) else TrajectoryMemory().digest()) if phase != "start" else ""
         key = f"{setting}|{phase}|{round_}|{task}|{memory_prior:g}|{state}"
         if key in done:
             return done[key]
