@@ -31,6 +31,7 @@ from es_agent.errors import (
     ReplicaDivergenceError,
     ReplicaStateError,
     SpecError,
+    TrajectoryMemoryError,
     WeightsStateError,
     WorkerLostError,
 )
@@ -56,6 +57,13 @@ _LAZY = {
     "build_candidates": "es_agent.actions_space",
     "extract_action": "es_agent.actions_space",
     "normalize_action": "es_agent.actions_space",
+    # trajectory memory
+    "TrajectoryMemory": "es_agent.memory",
+    "Exemplar": "es_agent.memory",
+    "ExemplarStep": "es_agent.memory",
+    "exemplar_from_episode": "es_agent.memory",
+    "load_memory": "es_agent.memory",
+    "save_memory": "es_agent.memory",
     # rollout
     "run_episode": "es_agent.rollout",
     "EpisodeResult": "es_agent.rollout",
@@ -79,6 +87,14 @@ _LAZY = {
 if TYPE_CHECKING:  # pragma: no cover
     from es_agent.actions_space import CandidateConfig, build_candidates, extract_action, normalize_action
     from es_agent.dense import DenseAgentProblem
+    from es_agent.memory import (
+        Exemplar,
+        ExemplarStep,
+        TrajectoryMemory,
+        exemplar_from_episode,
+        load_memory,
+        save_memory,
+    )
     from es_agent.models import cache_root, convert_gguf, load_model, load_weights, save_weights
     from es_agent.perturb import apply_update, perturbed, perturbed_batch, select_parameters, weights_checksum
     from es_agent.policy import LLMPolicy, PolicyConfig
@@ -108,6 +124,8 @@ __all__ = [
     "EpisodeInfrastructureError",
     "EpisodeResult",
     "EsAgentError",
+    "Exemplar",
+    "ExemplarStep",
     "HardwareError",
     "LLMPolicy",
     "ModelNotFoundError",
@@ -121,6 +139,8 @@ __all__ = [
     "ReplicaStateError",
     "SpecError",
     "StepRecord",
+    "TrajectoryMemory",
+    "TrajectoryMemoryError",
     "UpdateRecord",
     "WeightUpdate",
     "WeightsStateError",
@@ -129,13 +149,16 @@ __all__ = [
     "build_candidates",
     "cache_root",
     "convert_gguf",
+    "exemplar_from_episode",
     "extract_action",
+    "load_memory",
     "load_model",
     "load_weights",
     "normalize_action",
     "perturbed",
     "perturbed_batch",
     "run_episode",
+    "save_memory",
     "save_weights",
     "select_parameters",
     "tiny_qwen",

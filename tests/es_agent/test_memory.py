@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import SHOP_AXTREE
 
 from es_agent.agreement import ReferenceStep
 from es_agent.errors import TrajectoryMemoryError
@@ -19,6 +18,8 @@ from es_agent.memory import (
     exemplar_step,
 )
 from es_agent.policy import LLMPolicy, PolicyConfig
+
+from .conftest import SHOP_AXTREE
 
 WISH = Exemplar("What's in my wish list?", (ExemplarStep("click", "My Wish List"), ExemplarStep("stop")),
                 task_id=7)
