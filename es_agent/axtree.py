@@ -81,6 +81,12 @@ def parse_axtree(text: str) -> list[AxNode]:
     return nodes
 
 
+def element_names(text: str) -> dict[str, str]:
+    """Element id -> accessible name of every node of the axtree text that has an id (the name may be
+    empty)."""
+    return {node.id: node.name for node in parse_axtree(text) if node.id}
+
+
 def _parse_line(i: int, line: str) -> AxNode | None:
     match = _LINE.match(line)
     if match is None:

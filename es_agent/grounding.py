@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from es_agent.axtree import parse_axtree
+from es_agent.axtree import element_names
 
 STEM = 5
 """Characters a word is cut to before comparison (a crude stemmer: "comments" and "commented" meet)."""
@@ -58,23 +58,24 @@ def content_words(text: str) -> frozenset[str]:
 
 def goal_overlap(goal: str, name: str) -> float:
     """Jaccard similarity in [0, 1] of the content words of ``goal`` and ``name`` (0 when either has none)."""
-    return _jaccard(content_words(goal), content_words(name))
+    return jaccard(content_words(goal), content_words(name))
 
 
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    """``|a & b| / |a | b|``, 0 when either set is empty."""
     return len(a & b) / len(a | b) if a and b else 0.0
 
 
 def target_overlaps(candidates: Sequence[str], axtree: str, goal: str) -> list[float]:
     """Per candidate, :func:`goal_overlap` of the goal and the name of the element a ``click`` / ``hover`` /
     ``type`` candidate targets in ``axtree``; 0 for other candidates and for targets without a name."""
-    names = {node.id: node.name for node in parse_axtree(axtree) if node.id and node.name}
+    names = element_names(axtree)
     goal_words = content_words(goal)
     out = []
     for cand in candidates:
         match = TARGETED.match(cand)
         name = names.get(match[2]) if match else None
-        out.append(_jaccard(goal_words, content_words(name)) if name else 0.0)
+        out.append(jaccard(goal_words, content_words(name)) if name else 0.0)
     return out
 
 

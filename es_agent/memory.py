@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from es_agent.actions_space import normalize_action
-from es_agent.axtree import parse_axtree
+from es_agent.axtree import element_names
 from es_agent.errors import TrajectoryMemoryError
-from es_agent.grounding import TARGETED, content_words
+from es_agent.grounding import TARGETED, content_words, jaccard
 
 FORMAT = "es_agent.memory/1"
 """The ``format`` tag of a serialised memory."""
@@ -74,12 +74,14 @@ def exemplar_step(action: str, axtree: str) -> ExemplarStep:
     """The :class:`ExemplarStep` of ``action`` taken on a page with this accessibility tree (the target's name
     is looked up by its element id; empty when the id is not on the page)."""
     canonical = normalize_action(action) or action.strip()
-    verb = canonical.split(" ", 1)[0].split("[", 1)[0]
     match = TARGETED.match(canonical)
     if match is None:
-        return ExemplarStep(verb)
-    names = {node.id: node.name for node in parse_axtree(axtree) if node.id}
-    return ExemplarStep(verb, names.get(match[2], ""))
+        return ExemplarStep(_verb(canonical))
+    return ExemplarStep(_verb(canonical), element_names(axtree).get(match[2], ""))
+
+
+def _verb(canonical: str) -> str:
+    return canonical.split(" ", 1)[0].split("[", 1)[0]
 
 
 def exemplar_from_episode(goal: str, actions: Sequence[str], axtrees: Sequence[str], task_id: Any = None
@@ -100,10 +102,6 @@ def exemplar_from_reference(steps: Sequence[Any]) -> Exemplar:
     goal = str(ordered[0].obs.get("goal", ""))
     return Exemplar(goal, tuple(exemplar_step(s.action, str(s.obs.get("axtree", ""))) for s in ordered),
                     ordered[0].task_id, "reference")
-
-
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    return len(a & b) / len(a | b) if a and b else 0.0
 
 
 SLOT = "<instance>"
@@ -133,6 +131,8 @@ class TrajectoryMemory:
         self.abstract_instances = bool(abstract_instances)
         """Match targets with the goals' instance words as one slot (module docstring)."""
         self._by_goal: dict[str, Exemplar] = {}
+        self._goal_words: dict[str, frozenset[str]] = {}
+        """The content words of each kept goal (retrieval reads them at every step)."""
         for exemplar in exemplars:
             self.add(exemplar)
 
@@ -155,8 +155,10 @@ class TrajectoryMemory:
             return False
         self._by_goal.pop(key, None)
         self._by_goal[key] = exemplar
+        self._goal_words[key] = content_words(exemplar.goal)
         while len(self._by_goal) > self.max_size:
-            self._by_goal.pop(next(iter(self._by_goal)))
+            oldest = next(iter(self._by_goal))
+            del self._by_goal[oldest], self._goal_words[oldest]
         return True
 
     def retrieve(self, goal: str, *, exclude_task: Any = None) -> tuple[Exemplar, float] | None:
@@ -166,14 +168,13 @@ class TrajectoryMemory:
         words = content_words(goal)
         own = " ".join(goal.split()) if self.leave_out_same_goal else None
         best: tuple[float, int, int, Exemplar] | None = None
-        for order, exemplar in enumerate(self._by_goal.values()):
-            if (exclude_task is not None and exemplar.task_id == exclude_task) or \
-                    (own is not None and " ".join(exemplar.goal.split()) == own):
+        for order, (kept, exemplar) in enumerate(self._by_goal.items()):
+            if (exclude_task is not None and exemplar.task_id == exclude_task) or kept == own:
                 continue
-            similarity = _jaccard(words, content_words(exemplar.goal))
-            key = (similarity, -len(exemplar.steps), -order)
-            if similarity >= self.min_similarity and similarity > 0 and (best is None or key > best[:3]):
-                best = (*key, exemplar)
+            similarity = jaccard(words, self._goal_words[kept])
+            rank = (similarity, -len(exemplar.steps), -order)
+            if similarity >= self.min_similarity and similarity > 0 and (best is None or rank > best[:3]):
+                best = (*rank, exemplar)
         return None if best is None else (best[3], best[0])
 
     def bonuses(self, found: tuple[Exemplar, float] | None, step_index: int, candidates: Sequence[str],
@@ -195,8 +196,7 @@ class TrajectoryMemory:
         out = []
         for cand in candidates:
             canonical = normalize_action(cand) or cand
-            verb = canonical.split(" ", 1)[0].split("[", 1)[0]
-            if verb != want.kind:
+            if _verb(canonical) != want.kind:
                 out.append(0.0)
                 continue
             if want.kind == "stop" or not want.target:
@@ -207,9 +207,9 @@ class TrajectoryMemory:
                 out.append(0.0)
                 continue
             if names is None:
-                names = {node.id: node.name for node in parse_axtree(axtree) if node.id}
+                names = element_names(axtree)
             name_words = _abstract(content_words(names.get(match[2], "")), own_instance)
-            out.append(similarity * _jaccard(target_words, name_words))
+            out.append(similarity * jaccard(target_words, name_words))
         return out
 
     # ------------------------------------------------------------------ serialisation
