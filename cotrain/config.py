@@ -55,6 +55,9 @@ from cotrain.shaping import ShapingConfig
 from es_agent.specs import AgentSpec, EnvSpec
 
 CONFIG_FORMAT = "esopt-config/1"
+OMIT_WHEN_DEFAULT = "omit_when_default"
+"""Field metadata key: a field added after runs were recorded sets it, so that its JSON form (and with it
+``config.json`` and the grid's config digests of earlier runs) stays the same while it holds its default."""
 """Tag written into ``config.json``."""
 DEFAULT_ENV_ID = "WebArenaLite-v0"
 """``env.env_id`` of a run that sets none: the embedded WebArena-Lite sites and bundled tasks."""
@@ -372,6 +375,12 @@ class TrainConfig:
                 raise _fail(f"agent.{name}", why)
         if self.prompts.mutation and not self.es.distribution.evolve_prompts:
             raise _fail("prompts.mutation", "needs es.evolve_prompts = true (new variants would never run)")
+        tiebreak, tasks = self.es.shaping.confidence_tiebreak, self.env.tasks_per_generation
+        if tiebreak and 2 * tiebreak * tasks >= 1:
+            raise _fail("es.shaping.confidence_tiebreak",
+                        f"{tiebreak} must be below 1 / (2 x env.tasks_per_generation) = "
+                        f"{1 / (2 * tasks):.4g}, "
+                        f"so that it only breaks ties between equal rewards")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``config.json``, the layout of the TOML tables), read by :func:`config_from_dict`."""
@@ -675,12 +684,15 @@ def _describe(value: Any) -> str:
 
 def _section_dict(obj: Any, hidden: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The table form of a component (the inverse of :func:`_build`): flat components merged into their
-    parent's table, hidden fields (run state, derived values) left out."""
+    parent's table, hidden fields (run state, derived values) left out, and so are fields marked
+    :data:`OMIT_WHEN_DEFAULT` while they hold their default."""
     out: dict[str, Any] = {}
     for f in _init_fields(obj):
         if hidden and f.name in hidden:
             continue
         meta, value = _meta(f), getattr(obj, f.name)
+        if f.metadata.get(OMIT_WHEN_DEFAULT) and value == f.default:
+            continue
         if meta.flat:
             out.update(_section_dict(value, meta.hidden))
         elif dataclasses.is_dataclass(value):

@@ -361,10 +361,12 @@ class CoEvolutionDistribution(Distribution):
         rows: torch.Tensor,
         rewards: torch.Tensor | Sequence[Sequence[float]],
         shaping: ShapingConfig | None = None,
+        confidences: torch.Tensor | Sequence[Sequence[float]] | None = None,
     ) -> tuple[CoEvolutionDistribution, WeightUpdate]:
         """Shape ``rewards`` ``(n, n_tasks)`` of the sampled ``rows`` and return the next distribution and the
-        weight update (empty when all rewards are equal or weights are not evolved)."""
-        step = self.step(rows, rewards, shaping)
+        weight update (empty when all rewards are equal or weights are not evolved). ``confidences``: the
+        episodes' confidences, which ``shaping.confidence_tiebreak`` needs (:mod:`cotrain.shaping`)."""
+        step = self.step(rows, rewards, shaping, confidences)
         return step.distribution, step.update
 
     def step(
@@ -372,6 +374,7 @@ class CoEvolutionDistribution(Distribution):
         rows: torch.Tensor,
         rewards: torch.Tensor | Sequence[Sequence[float]],
         shaping: ShapingConfig | None = None,
+        confidences: torch.Tensor | Sequence[Sequence[float]] | None = None,
     ) -> DistributionStep:
         """:meth:`update` with what it was computed from: the shaped weights, and why the weight update is
         empty when it is (:class:`DistributionStep`)."""
@@ -379,7 +382,7 @@ class CoEvolutionDistribution(Distribution):
         matrix = as_reward_matrix(rewards)
         if matrix.shape[0] != rows.shape[0]:
             raise DistributionError(f"{rows.shape[0]} rows but rewards for {matrix.shape[0]} candidates")
-        weights = shape_fitness(matrix, shaping)
+        weights = shape_fitness(matrix, shaping, confidences)
         gradients = self._compute_gradients(rows, weights, shaping.method)
         update = self.weight_update_from(gradients)
         reason = None
@@ -387,7 +390,10 @@ class CoEvolutionDistribution(Distribution):
             if not self.parameters["evolve_weights"]:
                 reason = "weights are not evolved (evolve_weights = false)"
             elif not bool((weights != 0).any()):
-                reason = "every candidate's fitness ties: the shaped weights are all 0 (no signal)"
+                reason = ("every candidate's fitness ties: the shaped weights are all 0 (no signal)"
+                          if not shaping.confidence_tiebreak else
+                          "every candidate's fitness ties, confidences included: the shaped weights are "
+                          "all 0")
             else:
                 reason = "the coefficients of every seed cancel out"
         return DistributionStep(self.update_parameters(gradients), update, weights, reason)

@@ -160,8 +160,9 @@ class CoEvolutionES(SearchAlgorithm):
         workers = [dict(w) for w in problem.worker_status()]
         agree = problem.checksums_agree
 
+        confidences = self._confidences(rewards) if self.shaping.confidence_tiebreak else None
         started = time.perf_counter()
-        step = dist.step(rows, rewards, self.shaping)
+        step = dist.step(rows, rewards, self.shaping, confidences)
         new_dist, update = step.distribution, step.update
         problem.push_update(gen, update)
         seconds_update = time.perf_counter() - started
@@ -221,11 +222,25 @@ class CoEvolutionES(SearchAlgorithm):
             "sigma": float(dist.sigma),
             "rows": rows.tolist(),
             "rewards": rewards.tolist(),
+            **({"confidences": confidences.tolist()} if confidences is not None else {}),
             "update": update.to_dict(),
             "prompt_probs": probs,
             "pool_changes": [c.to_dict() for c in changes],
             "distribution": new_dist.to_dict(),
         }
+
+    def _confidences(self, rewards: torch.Tensor) -> torch.Tensor:
+        """The problem's episode confidences of the batch just evaluated (for the shaping's tie-break)."""
+        conf = getattr(self._search_problem, "last_confidences", None)
+        if conf is None:
+            raise ConfigError(f"es.shaping.confidence_tiebreak > 0, but "
+                              f"{type(self._search_problem).__name__} "
+                                f"measures no episode confidences (set it to 0)")
+        conf = torch.as_tensor(conf, dtype=torch.float64).detach().cpu()
+        if conf.shape != rewards.shape:
+            raise DistributionError(f"the problem's confidences have shape {tuple(conf.shape)}, its rewards "
+                                f"{tuple(rewards.shape)}")
+        return conf
 
     # ------------------------------------------------------------------------------------------ status
 

@@ -16,12 +16,23 @@ z-scores, only ``raw`` weights; it is ``per_task_scaling`` that stops easy or ha
 
 When every candidate has the same fitness (within a relative ``1e-12``) the weights are all zero, whatever the
 method: there is no signal, and :meth:`CoEvolutionDistribution.update` then skips the update.
+
+Confidence tie-break (``confidence_tiebreak = lambda > 0``): with 0/1 rewards and a few tasks per candidate,
+most antithetic pairs take the same trajectories and tie, so the update is empty (the grids measured 4 to 7
+empty updates in 8 or 9 generations). Each episode also has a *confidence*, the mean margin of its chosen
+actions over the runner-up (:attr:`es_agent.rollout.EpisodeResult.confidence`), which moves continuously
+with the weights. The tie-break adds ``lambda x mean over tasks of (2 r - 1) x tanh(confidence /
+confidence_scale)`` to each candidate's fitness: among candidates whose rewards tie, it prefers the one more
+decisive on its solved tasks and less decisive on its failed ones (the failed choice is then closer to
+flipping). The term lies in ``(-lambda, +lambda)``; ``lambda < 1 / (2 n_tasks)`` is required, so with 0/1
+rewards it never reorders candidates whose mean rewards differ: it only breaks ties.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
@@ -46,12 +57,30 @@ class ShapingConfig:
     per_task_scaling: bool = False
     """Also divide each task's centred rewards by their std over candidates (tasks with no spread count 0).
     Requires ``per_task_centering``."""
+    confidence_tiebreak: float = field(default=0.0, metadata={"omit_when_default": True})
+    """Weight ``lambda`` of the confidence tie-break (module docstring); 0 turns it off. Must stay below
+    ``1 / (2 x tasks per candidate)``; not combined with ``per_task_scaling`` (scaled rewards can differ by
+    less than the term)."""
+    confidence_scale: float = field(default=1.0, metadata={"omit_when_default": True})
+    """Margins are squashed by ``tanh(confidence / confidence_scale)`` (the policy's score units: with the
+    ``calibrated`` scoring, log-probability differences per token)."""
 
     def __post_init__(self) -> None:
         if self.method not in SHAPING_METHODS:
             raise DistributionError(f"shaping method must be one of {SHAPING_METHODS}, got {self.method!r}")
         if self.per_task_scaling and not self.per_task_centering:
             raise DistributionError("per_task_scaling=True requires per_task_centering=True")
+        for name in ("confidence_tiebreak", "confidence_scale"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise DistributionError(f"{name} must be a finite number, got {value!r}")
+        if self.confidence_tiebreak < 0:
+            raise DistributionError(f"confidence_tiebreak must be >= 0, got {self.confidence_tiebreak}")
+        if self.confidence_scale <= 0:
+            raise DistributionError(f"confidence_scale must be > 0, got {self.confidence_scale}")
+        if self.confidence_tiebreak and self.per_task_scaling:
+            raise DistributionError("confidence_tiebreak > 0 cannot be combined with per_task_scaling=True "
+                                    "(scaled rewards can differ by less than the tie-break term)")
 
 
 def as_reward_matrix(rewards: torch.Tensor | Sequence[float] | Sequence[Sequence[float]]) -> torch.Tensor:
@@ -69,11 +98,44 @@ def as_reward_matrix(rewards: torch.Tensor | Sequence[float] | Sequence[Sequence
 
 
 def candidate_fitness(
-    rewards: torch.Tensor | Sequence[Sequence[float]], config: ShapingConfig | None = None
+    rewards: torch.Tensor | Sequence[Sequence[float]], config: ShapingConfig | None = None,
+    confidences: torch.Tensor | Sequence[Sequence[float]] | None = None,
 ) -> torch.Tensor:
-    """One fitness per candidate: the mean over tasks after the optional per-task centring and scaling."""
+    """One fitness per candidate: the mean over tasks after the optional per-task centring and scaling,
+    plus the confidence tie-break when ``config.confidence_tiebreak > 0`` (``confidences``: one per episode,
+    the shape of ``rewards``)."""
     config = config or ShapingConfig()
     matrix = as_reward_matrix(rewards)
+    fitness = _reward_fitness(matrix, config)
+    if config.confidence_tiebreak:
+        fitness = fitness + confidence_tiebreak(matrix, confidences, config)
+    return fitness
+
+
+def confidence_tiebreak(rewards: torch.Tensor, confidences: torch.Tensor | Sequence[Sequence[float]] | None,
+                        config: ShapingConfig) -> torch.Tensor:
+    """The tie-break term per candidate (module docstring), in ``(-lambda, +lambda)``."""
+    weight = config.confidence_tiebreak
+    n_tasks = rewards.shape[1]
+    if confidences is None:
+        raise DistributionError("confidence_tiebreak > 0 needs the episodes' confidences, and none were "
+                                "given (the problem does not measure them)")
+    if 2 * weight * n_tasks >= 1:
+        raise DistributionError(f"confidence_tiebreak={weight} is too large for {n_tasks} task(s) per "
+                                f"candidate: it must be below 1 / (2 x {n_tasks}) = "
+                                f"{1 / (2 * n_tasks):.4g}, so that it only orders candidates whose rewards "
+                                f"tie")
+    conf = torch.as_tensor(confidences, dtype=torch.float64).detach().cpu()
+    if conf.shape != rewards.shape:
+        raise DistributionError(f"confidences of shape {tuple(conf.shape)} for rewards of shape "
+                                f"{tuple(rewards.shape)}")
+    if not torch.isfinite(conf).all():
+        raise DistributionError("confidences contain NaN or inf")
+    sign = 2.0 * rewards.clamp(0.0, 1.0) - 1.0
+    return weight * (sign * torch.tanh(conf / config.confidence_scale)).mean(dim=1)
+
+
+def _reward_fitness(matrix: torch.Tensor, config: ShapingConfig) -> torch.Tensor:
     task_means = matrix.mean(dim=0)
     if config.per_task_scaling:
         task_stds = matrix.std(dim=0, unbiased=False)
@@ -110,11 +172,13 @@ def centered_ranks(values: torch.Tensor) -> torch.Tensor:
 
 
 def shape_fitness(
-    rewards: torch.Tensor | Sequence[Sequence[float]], config: ShapingConfig | None = None
+    rewards: torch.Tensor | Sequence[Sequence[float]], config: ShapingConfig | None = None,
+    confidences: torch.Tensor | Sequence[Sequence[float]] | None = None,
 ) -> torch.Tensor:
-    """Shaped weights, float64 of shape ``(n_candidates,)``; all zeros when every fitness is equal."""
+    """Shaped weights, float64 of shape ``(n_candidates,)``; all zeros when every fitness is equal
+    (``confidences``: see :func:`candidate_fitness`)."""
     config = config or ShapingConfig()
-    fitness = candidate_fitness(rewards, config)
+    fitness = candidate_fitness(rewards, config, confidences)
     spread = float(fitness.max() - fitness.min())
     if spread <= TIE_RTOL * max(1.0, float(fitness.abs().max())):
         return torch.zeros_like(fitness)

@@ -608,3 +608,9 @@ def add_kind_bias(scores: Sequence[float], kinds: Sequence[str],
 def best_index(scores: Sequence[float]) -> int:
     """The index of the highest score (the first of equal ones), as the policy picks."""
     return max(range(len(scores)), key=scores.__getitem__)
+
+
+def score_margin(scores: Sequence[float], best: int) -> float | None:
+    """How far ``scores[best]`` is ahead of the best other score (``None`` with a single candidate)."""
+    others = [s for i, s in enumerate(scores) if i != best]
+    return float(scores[best]) - float(max(others)) if others else None

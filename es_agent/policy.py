@@ -55,6 +55,7 @@ from es_agent.decoding import (
     combine_scores,
     decode,
     prefill,
+    score_margin,
 )
 from es_agent.grounding import TARGETED, add_goal_prior, answer_type_matches, target_overlaps
 from es_agent.memory import TrajectoryMemory, load_memory
@@ -558,7 +559,7 @@ class LLMPolicy:
                                             len(self._histories.get(slot, ())))
                 best = best_index(scores)
                 picks.append(best)
-                extra.append({"score": scores[best]})
+                extra.append({"score": scores[best], "margin": score_margin(scores, best)})
         actions = [cands[i] for cands, i in zip(per_row, picks, strict=True)]
         infos = [{"mode": f"constrained/{self.config.constrained_method}", "parse_failed": False,
                   "candidates": len(cands), **e} for cands, e in zip(per_row, extra, strict=True)]

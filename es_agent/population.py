@@ -35,7 +35,15 @@ import torch
 
 from es_agent import interrupt
 from es_agent.actions_space import build_candidates
-from es_agent.decoding import BatchState, action_kind, add_kind_bias, prefill_batch, score_candidates_batch
+from es_agent.decoding import (
+    BatchState,
+    action_kind,
+    add_kind_bias,
+    best_index,
+    prefill_batch,
+    score_candidates_batch,
+    score_margin,
+)
 from es_agent.rollout import EpisodeResult, StepRecord, _digest, _head
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -128,12 +136,13 @@ class _MemberPolicy:
             scores = add_kind_bias(scores, [action_kind(c) for c in cands], bias)
         scores = self.policy._with_lexical_priors(scores, cands, prompt.axtree, goal,
                                                   len(self.policy._histories[0]))
-        best = max(range(len(scores)), key=scores.__getitem__)
+        best = best_index(scores)
         action = cands[best]
         p = self.policy
         p._histories[0].append(HistoryEntry(action))
         p.last_info[0] = {"mode": "constrained/score", "parse_failed": False, "candidates": len(cands),
-                          "score": scores[best], "prompt_tokens": len(prompt.ids),
+                          "score": scores[best], "margin": score_margin(scores, best),
+                          "prompt_tokens": len(prompt.ids),
                           "omitted_axtree_lines": prompt.omitted_lines, "seconds": seconds, "batched": True}
         p.stats["acts"] += 1
         p.stats["prompt_tokens"] += len(prompt.ids)
@@ -165,10 +174,10 @@ class _Episode:
 
     def step(self, action: str, policy_seconds: float) -> None:
         """Send ``action`` (chosen on :attr:`obs`) to the env and record the step."""
-        from es_agent.rollout import _last_info
+        from es_agent.rollout import step_info
 
         self.policy_seconds += policy_seconds
-        parse_failed = bool(_last_info(self.policy).get("parse_failed", False))
+        parse_failed, margin = step_info(self.policy)
         t0 = time.perf_counter()
         next_obs, reward, terminated, truncated, info = self.env.step(action)
         self.env_seconds += time.perf_counter() - t0
@@ -178,7 +187,7 @@ class _Episode:
         result.trajectory.append(StepRecord(
             step=step, url=str(obs.get("url", "")), obs_digest=_digest(str(obs.get("axtree", ""))),
             obs_head=_head(str(obs.get("axtree", ""))), action=action, error=error, reward=float(reward),
-            parse_failed=parse_failed))
+            parse_failed=parse_failed, margin=margin))
         if parse_failed:
             result.errors.append(f"step {step}: policy parse failure: {action[:200]!r}")
         if error:
@@ -318,6 +327,7 @@ class PopulationRunner:
         replica = self.replica
         self.population.model = replica.model  # at the centre: deferred updates are applied first
         out = torch.empty(len(rows), len(task_ids), dtype=torch.float32)
+        confidences = torch.empty_like(out)
         members = [Member(replica.pools.from_indices(r.prompt_ids), r.noise_seed, r.sigma) for r in rows]
         for start in range(0, len(rows), self.group):
             chunk = range(start, min(start + self.group, len(rows)))
@@ -326,8 +336,10 @@ class PopulationRunner:
                 results = self._run_group([members[i] for i in chunk], task, seeds)
                 for i, result in zip(chunk, results, strict=True):
                     out[i, j] = float(result.reward)
+                    confidences[i, j] = result.confidence
         replica.stats.rows += len(rows)
         replica.rows_total += len(rows)
+        replica.last_confidences = confidences
         return out
 
     def _run_group(self, members: list[Member], task: TaskId, seeds: list[int]) -> list[EpisodeResult]:

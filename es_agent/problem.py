@@ -178,6 +178,9 @@ class AgentProblem(AgentProblemBase):
         self._evaluate_batch(batch)
 
     def _batch_rewards(self, batch: SolutionBatch) -> torch.Tensor:
+        return self._batch_outcomes(batch)[0]
+
+    def _batch_outcomes(self, batch: SolutionBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
         values = torch.tensor(batch.values.tolist(), dtype=torch.float64).reshape(len(batch), -1)
         return self._evaluate_values(values, self.task_batch)
 
@@ -238,7 +241,7 @@ class AgentProblem(AgentProblemBase):
         values = encode_rows(rows) if not isinstance(rows, torch.Tensor) else rows.to(torch.float64)
         tasks = self.task_batch if task_ids is None else self._check_tasks(task_ids, "task_ids")
         self._check_rows(values)  # before any actor starts
-        return self._with_sync(lambda: self._evaluate_values(values, tasks))
+        return self._with_sync(lambda: self._evaluate_values(values, tasks))[0]
 
     def evaluate_centre(self, task_ids: Sequence[TaskId], prompt_ids: Sequence[int], *,
                         env_seed: int = 0) -> dict[TaskId, float]:
@@ -253,7 +256,7 @@ class AgentProblem(AgentProblemBase):
         else:
             jobs = [Job([], values, (t,)) for t in tasks]
         outs = self._with_sync(lambda: self._run_jobs(jobs))
-        rewards = [float(v) for out in outs for v in out.reshape(-1)]
+        rewards = [float(v) for job, out in zip(jobs, outs, strict=True) for v in out[0, :len(job.tasks)]]
         return dict(zip(tasks, rewards, strict=True))
 
     def worker_status(self) -> list[dict[str, Any]]:
@@ -295,11 +298,14 @@ class AgentProblem(AgentProblemBase):
 
     # ================================================================== worker side
     def _run_rows(self, values: Sequence[Sequence[float]], task_ids: Sequence[TaskId]) -> list[list[float]]:
-        """Per-task rewards of rows, in this process's replica (an actor, or the driver without actors).
-        Plain lists in and out: they pickle in a fraction of a tensor's bytes (floats keep seeds exact)."""
+        """Per row, the reward of each task and then the confidence of each episode
+        (:attr:`~es_agent.rollout.EpisodeResult.confidence`), in this process's replica (an actor, or the
+        driver without actors). Plain lists in and out: they pickle in a fraction of a tensor's bytes (floats
+        keep seeds exact)."""
         rep = self._ensure_replica()
         rows = check_rows(values, list(rep.pools.sizes().values()), rep.pools.slot_names)
-        return rep.run_rows(rows, tuple(task_ids)).tolist()
+        rewards = rep.run_rows(rows, tuple(task_ids))
+        return torch.cat([rewards, rep.last_confidences.to(rewards.dtype)], dim=1).tolist()
 
     def _ensure_replica(self) -> Replica:
         rep, log = self._replica, self._updates
@@ -343,12 +349,18 @@ class AgentProblem(AgentProblemBase):
         self._sync_after()
         return out
 
-    def _evaluate_values(self, values: torch.Tensor, tasks: tuple[TaskId, ...]) -> torch.Tensor:
+    def _evaluate_values(self, values: torch.Tensor, tasks: tuple[TaskId, ...]
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-task rewards and episode confidences, each ``(len(values), len(tasks))``."""
         self._check_rows(values)
         step = self.rows_per_piece
         jobs = [Job(list(range(s, min(s + step, len(values)))), values[s:s + step], tasks)
                 for s in range(0, len(values), step)]
-        return torch.cat(self._run_jobs(jobs), dim=0)
+        out = torch.cat(self._run_jobs(jobs), dim=0)
+        if out.shape[1] != 2 * len(tasks):
+            raise SpecError(f"a worker returned {out.shape[1]} values per row for {len(tasks)} task(s); "
+                            f"expected {2 * len(tasks)} (the rewards, then the confidences)")
+        return out[:, :len(tasks)], out[:, len(tasks):]
 
     def _run_jobs(self, jobs: list[Job]) -> list[torch.Tensor]:
         return self._dispatch.run(jobs, lambda job: self._run_rows(job.values.tolist(), job.tasks))

@@ -59,6 +59,10 @@ class AgentProblemBase(Problem):
         self._known_tasks = None if task_ids is None else frozenset(check_task_ids(task_ids, what="task_ids"))
         self._task_batch: tuple[TaskId, ...] | None = None
         self._replica: Replica | None = None
+        self.last_confidences: torch.Tensor | None = None
+        """The :attr:`~es_agent.rollout.EpisodeResult.confidence` of every episode of the last batch
+        evaluated, ``(len(batch), len(task_batch))`` like its per-task rewards (``None`` before one, and on
+        problems that do not measure it). Fitness shaping can break reward ties with it."""
 
     # ------------------------------------------------------------------ EvoTorch hooks
     @property
@@ -70,11 +74,17 @@ class AgentProblemBase(Problem):
         self.manual_seed(seed)
 
     def _evaluate_batch(self, batch: SolutionBatch) -> None:
-        batch.set_evals(evals_from_rewards(self._batch_rewards(batch), self.eval_data_length))
+        rewards, self.last_confidences = self._batch_outcomes(batch)
+        batch.set_evals(evals_from_rewards(rewards, self.eval_data_length))
 
     def _batch_rewards(self, batch: SolutionBatch) -> torch.Tensor:
         """Per-task rewards ``(len(batch), len(task_batch))`` of the batch's solutions."""
         raise NotImplementedError(f"{type(self).__name__} must define _batch_rewards")
+
+    def _batch_outcomes(self, batch: SolutionBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The per-task rewards and, where the problem measures them, the episodes' confidences (same
+        shape; ``None`` where it does not)."""
+        return self._batch_rewards(batch), None
 
     # ------------------------------------------------------------------ tasks
     @property

@@ -50,6 +50,11 @@ class StepRecord:
     """Reward of the step."""
     parse_failed: bool = False
     """Whether the policy could not produce a well-formed action (free decoding)."""
+    margin: float | None = field(default=None, compare=False)
+    """How far the chosen action's score was ahead of the runner-up's (constrained ``score`` decoding, the
+    final scores with every prior); ``None`` when the policy reports none (one candidate, free or greedy
+    decoding). Not part of a record's equality: it carries the float rounding of the forward pass (batched
+    and per-row scoring agree on the action, not on the last bits of the margin)."""
 
 
 @dataclass
@@ -84,6 +89,14 @@ class EpisodeResult:
         """Whether the task was solved (reward of at least 1)."""
         return self.reward >= 1.0
 
+    @property
+    def confidence(self) -> float:
+        """The mean :attr:`StepRecord.margin` over the steps that have one (0.0 when none has): how
+        decisively the policy took this trajectory. Fitness shaping can break reward ties with it
+        (:attr:`cotrain.shaping.ShapingConfig.confidence_tiebreak`)."""
+        margins = [r.margin for r in self.trajectory if r.margin is not None]
+        return sum(margins) / len(margins) if margins else 0.0
+
 
 def run_episode(
     env: gym.Env,
@@ -114,7 +127,7 @@ def run_episode(
         t0 = time.perf_counter()
         action = policy.act(obs)
         policy_seconds += time.perf_counter() - t0
-        parse_failed = bool(_last_info(policy).get("parse_failed", False))
+        parse_failed, margin = step_info(policy)
         t0 = time.perf_counter()
         next_obs, reward, terminated, truncated, info = env.step(action)
         env_seconds += time.perf_counter() - t0
@@ -123,7 +136,7 @@ def run_episode(
         result.trajectory.append(StepRecord(
             step=step, url=str(obs.get("url", "")), obs_digest=_digest(str(obs.get("axtree", ""))),
             obs_head=_head(str(obs.get("axtree", ""))), action=action, error=error, reward=float(reward),
-            parse_failed=parse_failed))
+            parse_failed=parse_failed, margin=margin))
         if parse_failed:
             result.errors.append(f"step {step}: policy parse failure: {action[:200]!r}")
         if error:
@@ -141,6 +154,14 @@ def run_episode(
     if result.task_id is None:
         result.task_id = result.info.get("task_id")
     return result
+
+
+def step_info(policy: Policy) -> tuple[bool, float | None]:
+    """What the policy's ``last_info`` says of its last action: whether it failed to parse, and its margin
+    (``None`` when it reports none)."""
+    info = _last_info(policy)
+    margin = info.get("margin")
+    return bool(info.get("parse_failed", False)), None if margin is None else float(margin)
 
 
 def _last_info(policy: Policy) -> Mapping[str, Any]:

@@ -131,6 +131,9 @@ class Replica:
         self.policy_config = agent.policy_config()
         self.stats = ReplicaStats(seconds_build=time.perf_counter() - started)
         self.rows_total = 0
+        self.last_confidences = torch.empty(0, 0, dtype=torch.float32)
+        """The :attr:`~es_agent.rollout.EpisodeResult.confidence` of every episode of the last
+        :meth:`run_rows` call, ``(len(rows), len(task_ids))`` like its rewards."""
         self._env: gym.Env | None = None
         self._move_failure: BaseException | None = None
         self._population: PopulationRunner | None = None
@@ -189,7 +192,8 @@ class Replica:
 
     # ------------------------------------------------------------------ rollouts
     def run_rows(self, rows: Sequence[CandidateRow], task_ids: Sequence[TaskId]) -> torch.Tensor:
-        """Per-task rewards ``(len(rows), len(task_ids))`` of rows, each at its perturbed weights."""
+        """Per-task rewards ``(len(rows), len(task_ids))`` of rows, each at its perturbed weights (the
+        episodes' confidences are in :attr:`last_confidences`)."""
         # ---- batched low-rank population (es_agent.population, issue #10 item 6; engineer E): rows act in
         # lockstep per task, one env each, every step ONE batched forward; same rewards as the path below
         from es_agent import population
@@ -200,6 +204,7 @@ class Replica:
             return self._population.run_rows(rows, task_ids)
         # ---- end of the batched population block
         out = torch.empty(len(rows), len(task_ids), dtype=torch.float32)
+        confidences = torch.empty_like(out)
         for i, row in enumerate(rows):
             genome = self.pools.from_indices(row.prompt_ids)
             t0 = time.perf_counter()
@@ -208,8 +213,10 @@ class Replica:
             try:
                 if not self.weights.overlap:
                     self._account(self.weights.wait(), time.perf_counter() - t0)
-                out[i] = torch.tensor(self.run_tasks(genome, task_ids, row.env_seed,
-                                                     weights_ready=self._wait_for_weights))
+                results = self.run_episodes(genome, task_ids, row.env_seed,
+                                            weights_ready=self._wait_for_weights)
+                out[i] = torch.tensor([float(r.reward) for r in results])
+                confidences[i] = torch.tensor([r.confidence for r in results])
             except BaseException:
                 self._abort_row()
                 raise
@@ -218,6 +225,7 @@ class Replica:
                 self._account(self.weights.settle(), time.perf_counter() - t0)
             self.stats.rows += 1
             self.rows_total += 1
+        self.last_confidences = confidences
         return out
 
     def _wait_for_weights(self) -> None:
@@ -257,6 +265,12 @@ class Replica:
                   weights_ready: Callable[[], None] | None = None) -> list[float]:
         """Terminal rewards of one episode per task at the current weights (timed as rollout).
         ``weights_ready`` is called before the policy's first forward (the env resets before it)."""
+        results = self.run_episodes(genome, task_ids, env_seed, weights_ready=weights_ready)
+        return [float(r.reward) for r in results]
+
+    def run_episodes(self, genome: PromptGenome, task_ids: Sequence[TaskId], env_seed: int, *,
+                     weights_ready: Callable[[], None] | None = None) -> list[EpisodeResult]:
+        """:meth:`run_tasks` with the whole episodes."""
         from es_agent.policy import LLMPolicy
 
         policy: Any = LLMPolicy(self._model, self.tokenizer, genome, self.policy_config)
@@ -286,8 +300,8 @@ class Replica:
             out.append((policy.goal, result))
         return out
 
-    def episode(self, policy: Any, task_id: TaskId, seed: int) -> float:
-        """One episode's reward; an infrastructure failure is retried once on a rebuilt env, then raised."""
+    def episode(self, policy: Any, task_id: TaskId, seed: int) -> EpisodeResult:
+        """One episode; an infrastructure failure is retried once on a rebuilt env, then raised."""
         from es_agent.rollout import run_episode
 
         for attempt in (1, 2):
@@ -311,7 +325,7 @@ class Replica:
                 continue
             self.stats.episodes += 1
             self.stats.steps += int(result.steps)
-            return float(result.reward)
+            return result
         raise AssertionError("unreachable")  # pragma: no cover
 
     def env(self) -> gym.Env:

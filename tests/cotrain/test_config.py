@@ -173,10 +173,24 @@ def test_unknown_keys_and_wrong_types_name_the_key(data: dict, message: str) -> 
     ({"workers": {"num_workers": -1}}, r"workers\.num_workers: must be an integer >= 0 or 'auto', got -1"),
     ({"workers": {"num_workers": "many"}},
      r"workers\.num_workers: expected int or one of 'auto', got 'many'"),
+    ({"es": {"shaping": {"confidence_tiebreak": 0.3}}, "env": {"tasks_per_generation": 2}},
+     r"es\.shaping\.confidence_tiebreak: 0\.3 must be below 1 / \(2 x env\.tasks_per_generation\) = 0\.25"),
+    ({"es": {"shaping": {"confidence_scale": -1.0}}}, r"es.*confidence_scale must be > 0"),
 ])
 def test_bad_values_name_the_key(data: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         config_from_dict(data)
+
+
+def test_fields_added_later_stay_out_of_the_json_form_at_their_default() -> None:
+    """A run recorded before the confidence tie-break existed keeps its config.json and grid digest."""
+    plain = TrainConfig().to_dict()
+    assert set(plain["es"]["shaping"]) == {"method", "per_task_centering", "per_task_scaling"}
+    tie = config_from_dict({"es": {"shaping": {"confidence_tiebreak": 0.1}}}).to_dict()
+    shaping = tie["es"]["shaping"]
+    assert shaping["confidence_tiebreak"] == 0.1 and "confidence_scale" not in shaping
+    assert config_from_dict(tie).es.shaping.confidence_tiebreak == 0.1
+    assert config_from_dict(plain).es.shaping.confidence_tiebreak == 0.0
 
 
 def test_overrides_are_typed_toml_values_with_string_fallback(tmp_path: Path) -> None:

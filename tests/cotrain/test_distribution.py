@@ -165,6 +165,23 @@ def test_step_says_why_an_update_is_empty() -> None:
     assert "evolve_weights" in (frozen.step(frozen.sample_rows(4), torch.arange(4.0)).empty_reason or "")
 
 
+def test_the_confidence_tiebreak_moves_a_population_whose_rewards_all_tie() -> None:
+    from cotrain.shaping import ShapingConfig
+
+    dist = make(sigma_0=0.5, total_generations=10)
+    rows = dist.sample_rows(8)
+    rewards = torch.zeros(8, 3)
+    confidences = torch.linspace(0.0, 1.0, 24).reshape(8, 3)
+    tiebreak = ShapingConfig(confidence_tiebreak=0.1)
+    step = dist.step(rows, rewards, tiebreak, confidences)
+    assert step.empty_reason is None and not step.update.is_empty
+    # all failed: the least decisive candidate (row 0) gets the highest weight
+    assert int(step.shaped_weights.argmax()) == 0 and int(step.shaped_weights.argmin()) == 7
+    assert dist.update(rows, rewards, tiebreak, confidences)[1] == step.update
+    flat = dist.step(rows, rewards, tiebreak, torch.full((8, 3), 0.5))
+    assert flat.update.is_empty and "confidences included" in (flat.empty_reason or "")
+
+
 def test_bad_arguments_are_distribution_errors_and_rows_go_through_the_one_validator() -> None:
     dist = make(sigma_0=0.5, total_generations=10)
     with pytest.raises(DistributionError, match="even") as info:

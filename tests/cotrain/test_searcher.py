@@ -304,3 +304,42 @@ def test_on_a_real_agent_problem_every_key_is_filled(toy_config: Any) -> None:
         assert status["seconds_rollout"] > 0 and status["centre_eval"]["n_tasks"] == 1
     finally:
         problem.close()
+
+
+def test_a_tiebreak_without_confidences_is_a_config_error(pools: PromptPools) -> None:
+    from cotrain.shaping import ShapingConfig
+
+    searcher, _ = make_searcher(pools)
+    searcher.shaping = ShapingConfig(confidence_tiebreak=0.1)
+    with pytest.raises(ConfigError, match="confidence_tiebreak > 0, but FakeAgentProblem measures no episode "
+                                          "confidences"):
+        searcher.step()
+
+
+def test_the_confidence_tiebreak_on_a_real_agent_problem_moves_every_generation(toy_config: Any) -> None:
+    """The tiny random model fails most toy tasks, so rewards tie; the episodes' margins break the ties."""
+    from cotrain.checkpoint import RunState, initial_distribution, load_pools
+    from cotrain.shaping import ShapingConfig
+    from cotrain.trainer import build_problem
+
+    cfg = toy_config()
+    pools = load_pools(None)
+    dist = initial_distribution(cfg, pools)
+    problem = build_problem(cfg, RunState(0, dist, pools, None, 0, [], None), [0, 1, 2, 3])
+    try:
+        searcher = CoEvolutionES(problem, dist, popsize=4, train_tasks=[0, 1, 2, 3], tasks_per_generation=2,
+                                 seed=0, shaping=ShapingConfig(confidence_tiebreak=0.1))
+        seen: list[dict[str, Any]] = []
+        searcher.log_hook.append(seen.append)
+        tied = 0
+        for _ in range(2):
+            searcher.step()
+            record = searcher.last_record
+            rewards, confidences = torch.tensor(record["rewards"]), torch.tensor(record["confidences"])
+            assert confidences.shape == rewards.shape == (4, 2)
+            assert torch.isfinite(confidences).all() and len(set(confidences.reshape(-1).tolist())) > 1
+            tied += bool((rewards.mean(dim=1) == rewards.mean()).all())  # no signal without the tie-break
+        assert tied >= 1
+        assert [s["update_empty"] for s in seen] == [False, False]
+    finally:
+        problem.close()

@@ -4,6 +4,7 @@ import pytest
 import torch
 from evotorch.tools.ranking import centered as evotorch_centered
 
+from cotrain.errors import DistributionError
 from cotrain.shaping import ShapingConfig, as_reward_matrix, candidate_fitness, centered_ranks, shape_fitness
 
 
@@ -104,3 +105,71 @@ def test_config_validation() -> None:
         ShapingConfig(method="ranks")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="per_task_centering"):
         ShapingConfig(per_task_centering=False, per_task_scaling=True)
+
+
+def test_confidence_tiebreak_hand_computed_case() -> None:
+    import math
+
+    rewards = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
+    confidences = torch.tensor([[0.5, 0.2], [1.0, 0.2], [3.0, 0.1]])
+    config = ShapingConfig(confidence_tiebreak=0.1)
+    fitness = candidate_fitness(rewards, config, confidences)
+    base = candidate_fitness(rewards, ShapingConfig())
+    expected = [0.1 * (math.tanh(0.5) - math.tanh(0.2)) / 2, 0.1 * (math.tanh(1.0) - math.tanh(0.2)) / 2,
+                0.1 * (-math.tanh(3.0) - math.tanh(0.1)) / 2]
+    torch.testing.assert_close(fitness - base, torch.tensor(expected, dtype=torch.float64))
+    # the first two tie on rewards: the more decisive on its solved task wins; the third stays last
+    assert shape_fitness(rewards, config, confidences).tolist() == [0.0, 0.5, -0.5]
+    assert shape_fitness(rewards, ShapingConfig()).tolist() == [0.25, 0.25, -0.5]
+    halved = ShapingConfig(confidence_tiebreak=0.1, confidence_scale=2.0)
+    assert float(confidence_tiebreak_term(rewards, confidences, halved)[0]) == pytest.approx(
+        0.1 * (math.tanh(0.25) - math.tanh(0.1)) / 2)
+
+
+def confidence_tiebreak_term(rewards: torch.Tensor, confidences: torch.Tensor,
+                             config: ShapingConfig) -> torch.Tensor:
+    from cotrain.shaping import confidence_tiebreak
+
+    return confidence_tiebreak(as_reward_matrix(rewards), confidences, config)
+
+
+def test_confidence_tiebreak_turns_an_all_tied_population_into_a_signal() -> None:
+    rewards = torch.zeros(6, 3)
+    confidences = torch.rand(6, 3, generator=torch.Generator().manual_seed(0))
+    assert not shape_fitness(rewards, ShapingConfig()).any()
+    weights = shape_fitness(rewards, ShapingConfig(confidence_tiebreak=0.1), confidences)
+    assert sorted(weights.tolist()) == pytest.approx([-0.5, -0.3, -0.1, 0.1, 0.3, 0.5])
+    # failed episodes: the less decisive candidate ranks higher
+    assert int(weights.argmax()) == int(confidences.mean(dim=1).argmin())
+
+
+def test_confidence_tiebreak_never_reorders_different_rewards() -> None:
+    gen = torch.Generator().manual_seed(3)
+    for n_tasks in (1, 2, 4, 8):
+        rewards = (torch.rand(40, n_tasks, generator=gen) < 0.5).to(torch.float64)
+        confidences = torch.randn(40, n_tasks, generator=gen) * 100
+        weight = 1 / (2 * n_tasks) - 1e-6  # just below the bound
+        fitness = candidate_fitness(rewards, ShapingConfig(confidence_tiebreak=weight), confidences)
+        means = rewards.mean(dim=1)
+        for i in range(40):
+            for j in range(40):
+                if means[i] > means[j]:
+                    assert fitness[i] > fitness[j]
+
+
+def test_confidence_tiebreak_errors_name_the_problem() -> None:
+    rewards = torch.zeros(3, 2)
+    with pytest.raises(DistributionError, match="needs the episodes' confidences"):
+        shape_fitness(rewards, ShapingConfig(confidence_tiebreak=0.1))
+    with pytest.raises(DistributionError, match=r"too large for 2 task\(s\).*below 1 / \(2 x 2\) = 0.25"):
+        shape_fitness(rewards, ShapingConfig(confidence_tiebreak=0.25), torch.zeros(3, 2))
+    with pytest.raises(DistributionError, match=r"confidences of shape \(3, 1\)"):
+        shape_fitness(rewards, ShapingConfig(confidence_tiebreak=0.1), torch.zeros(3, 1))
+    with pytest.raises(DistributionError, match="NaN or inf"):
+        shape_fitness(rewards, ShapingConfig(confidence_tiebreak=0.1), torch.full((3, 2), float("nan")))
+    for bad, match in [({"confidence_tiebreak": -0.1}, ">= 0"), ({"confidence_scale": 0.0}, "> 0"),
+                       ({"confidence_tiebreak": float("inf")}, "finite"),
+                       ({"confidence_scale": "1"}, "finite"),
+                       ({"confidence_tiebreak": 0.1, "per_task_scaling": True}, "per_task_scaling")]:
+        with pytest.raises(DistributionError, match=match):
+            ShapingConfig(**bad)  # type: ignore[arg-type]

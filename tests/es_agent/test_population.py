@@ -244,9 +244,13 @@ def test_worker_batched_path_returns_the_per_row_rewards() -> None:
     replica = _replica()
     try:
         sequential = replica.run_rows(ROWS, [0, 1, 2])  # on CPU the per-row path (batched_enabled is False)
+        sequential_confidences = replica.last_confidences
         runner = PopulationRunner(replica, group=3)  # groups of 3 and 2 members
         batched = runner.run_rows(ROWS, [0, 1, 2])
         assert batched.tolist() == sequential.tolist()
+        # the same margins (batched and per-row scores agree to float rounding), and they do vary by member
+        torch.testing.assert_close(replica.last_confidences, sequential_confidences, atol=1e-3, rtol=1e-3)
+        assert sequential_confidences.shape == (len(ROWS), 3) and sequential_confidences.std() > 0
         assert replica.stats.episodes == 2 * len(ROWS) * 3 and runner.population.forwards > 0
     finally:
         runner.close()

@@ -199,6 +199,8 @@ def test_fitness_is_mean_of_per_task_rewards(problem: AgentProblem) -> None:
     assert set(per_task.unique().tolist()) <= {0.0, 1.0}
     torch.testing.assert_close(batch.evals[:, 0], per_task.mean(dim=1))
     assert torch.isnan(batch.evals[:, 4]).all()  # eval data beyond the batch's 3 tasks
+    confidences = problem.last_confidences  # one per episode, for the shaping's tie-break
+    assert confidences is not None and confidences.shape == (4, 3) and torch.isfinite(confidences).all()
     assert batch.evals.dtype == torch.float32
     assert [e["event"] for e in events] == ["started", "done"] * 4
     assert [e["row"] for e in events[::2]] == [0, 1, 2, 3]

@@ -26,6 +26,8 @@ def test_ranked_step_picks_what_act_picks(tiny: tuple[Any, Any], pools: Any, mak
     assert policy._histories.get(0, []) == []  # no action was taken
     assert policy.act(obs) == scored.candidates[best_index(scores)]
     assert policy.last_info[0]["score"] == pytest.approx(max(scores), abs=1e-4)
+    top, runner_up = sorted(scores)[-1], sorted(scores)[-2]
+    assert policy.last_info[0]["margin"] == pytest.approx(top - runner_up, abs=1e-4)  # for the tie-break
     plain = scored.scores(config.scoring, config.prior_weight)
     lexical = [s - p for s, p in zip(scores, plain, strict=True)]
     if config.goal_prior:  # the goal names 'wireless mouse': the prior lifts some candidates, not all

@@ -177,7 +177,11 @@ def test_llm_policy_runs_episodes(tiny: tuple[Any, Any], pools: Any, decoding: s
     if decoding == "constrained":
         assert policy.stats["parse_failures"] == 0
         assert not any("parse failure" in e for r in results for e in r.errors)
+        margins = [r.margin for r in results[0].trajectory]  # the chosen action's lead over the runner-up
+        assert all(m is not None and m >= 0 for m in margins)
+        assert results[0].confidence == pytest.approx(sum(margins) / len(margins))  # type: ignore[arg-type]
     else:
+        assert all(r.margin is None for res in results for r in res.trajectory) and results[0].confidence == 0
         failures = sum(r.parse_failed for res in results for r in res.trajectory)
         assert failures == policy.stats["parse_failures"] > 0
 
