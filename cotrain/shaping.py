@@ -21,11 +21,13 @@ Confidence tie-break (``confidence_tiebreak = lambda > 0``): with 0/1 rewards an
 most antithetic pairs take the same trajectories and tie, so the update is empty (the grids measured 4 to 7
 empty updates in 8 or 9 generations). Each episode also has a *confidence*, the mean margin of its chosen
 actions over the runner-up (:attr:`es_agent.rollout.EpisodeResult.confidence`), which moves continuously
-with the weights. The tie-break adds ``lambda x mean over tasks of (2 r - 1) x tanh(confidence /
-confidence_scale)`` to each candidate's fitness: among candidates whose rewards tie, it prefers the one more
-decisive on its solved tasks and less decisive on its failed ones (the failed choice is then closer to
-flipping). The term lies in ``(-lambda, +lambda)``; ``lambda < 1 / (2 n_tasks)`` is required, so with 0/1
-rewards it never reorders candidates whose mean rewards differ: it only breaks ties.
+with the weights. The tie-break adds ``lambda x mean over tasks of (2 r - 1) x soft(confidence)`` to each
+candidate's fitness, with ``soft(c) = c / (confidence_scale + |c|)``: among candidates whose rewards tie, it
+prefers the one more decisive on its solved tasks and less decisive on its failed ones (the failed choice is
+then closer to flipping). ``soft`` is bounded in (-1, 1) and, unlike ``tanh``, never saturates in float64: a
+step that a lexical prior decides by a margin of 100 leaves the small changes of the other steps visible.
+The term lies in ``(-lambda, +lambda)``; ``lambda < 1 / (2 n_tasks)`` is required, so with 0/1 rewards it
+never reorders candidates whose mean rewards differ: it only breaks ties.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ class ShapingConfig:
     ``1 / (2 x tasks per candidate)``; not combined with ``per_task_scaling`` (scaled rewards can differ by
     less than the term)."""
     confidence_scale: float = field(default=1.0, metadata={"omit_when_default": True})
-    """Margins are squashed by ``tanh(confidence / confidence_scale)`` (the policy's score units: with the
+    """Confidences are squashed by ``c / (confidence_scale + |c|)`` (the policy's score units: with the
     ``calibrated`` scoring, log-probability differences per token)."""
 
     def __post_init__(self) -> None:
@@ -132,7 +134,7 @@ def confidence_tiebreak(rewards: torch.Tensor, confidences: torch.Tensor | Seque
     if not torch.isfinite(conf).all():
         raise DistributionError("confidences contain NaN or inf")
     sign = 2.0 * rewards.clamp(0.0, 1.0) - 1.0
-    return weight * (sign * torch.tanh(conf / config.confidence_scale)).mean(dim=1)
+    return weight * (sign * conf / (config.confidence_scale + conf.abs())).mean(dim=1)
 
 
 def _reward_fitness(matrix: torch.Tensor, config: ShapingConfig) -> torch.Tensor:

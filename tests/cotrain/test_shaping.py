@@ -108,22 +108,20 @@ def test_config_validation() -> None:
 
 
 def test_confidence_tiebreak_hand_computed_case() -> None:
-    import math
-
     rewards = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
     confidences = torch.tensor([[0.5, 0.2], [1.0, 0.2], [3.0, 0.1]])
     config = ShapingConfig(confidence_tiebreak=0.1)
     fitness = candidate_fitness(rewards, config, confidences)
     base = candidate_fitness(rewards, ShapingConfig())
-    expected = [0.1 * (math.tanh(0.5) - math.tanh(0.2)) / 2, 0.1 * (math.tanh(1.0) - math.tanh(0.2)) / 2,
-                0.1 * (-math.tanh(3.0) - math.tanh(0.1)) / 2]
+    expected = [0.1 * (0.5 / 1.5 - 0.2 / 1.2) / 2, 0.1 * (1.0 / 2.0 - 0.2 / 1.2) / 2,
+                0.1 * (-3.0 / 4.0 - 0.1 / 1.1) / 2]
     torch.testing.assert_close(fitness - base, torch.tensor(expected, dtype=torch.float64))
     # the first two tie on rewards: the more decisive on its solved task wins; the third stays last
     assert shape_fitness(rewards, config, confidences).tolist() == [0.0, 0.5, -0.5]
     assert shape_fitness(rewards, ShapingConfig()).tolist() == [0.25, 0.25, -0.5]
     halved = ShapingConfig(confidence_tiebreak=0.1, confidence_scale=2.0)
     assert float(confidence_tiebreak_term(rewards, confidences, halved)[0]) == pytest.approx(
-        0.1 * (math.tanh(0.25) - math.tanh(0.1)) / 2)
+        0.1 * (0.5 / 2.5 - 0.2 / 2.2) / 2)
 
 
 def confidence_tiebreak_term(rewards: torch.Tensor, confidences: torch.Tensor,
@@ -131,6 +129,13 @@ def confidence_tiebreak_term(rewards: torch.Tensor, confidences: torch.Tensor,
     from cotrain.shaping import confidence_tiebreak
 
     return confidence_tiebreak(as_reward_matrix(rewards), confidences, config)
+
+
+def test_confidence_tiebreak_keeps_small_differences_beside_large_margins() -> None:
+    # a prior-decided step puts the episode mean near 40; the members still differ by 1e-6 in the rest
+    rewards = torch.ones(2, 1)
+    confidences = torch.tensor([[40.0], [40.0 + 1e-6]], dtype=torch.float64)
+    assert shape_fitness(rewards, ShapingConfig(confidence_tiebreak=0.1), confidences).tolist() == [-0.5, 0.5]
 
 
 def test_confidence_tiebreak_turns_an_all_tied_population_into_a_signal() -> None:
