@@ -224,13 +224,15 @@ def machine_info() -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------- rendering
 
 
-def _pts(e: Mapping[str, Any] | None) -> str:
+def format_points(e: Mapping[str, Any] | None) -> str:
+    """A difference estimate (:meth:`Estimate.to_dict`) as ``+x.x [+lo, +hi]`` points ("-" when missing)."""
     if not e:
         return "-"
     return f"{100 * e['mean']:+.1f} [{100 * e['low']:+.1f}, {100 * e['high']:+.1f}]"
 
 
-def _pct(e: Mapping[str, Any] | None) -> str:
+def format_percent(e: Mapping[str, Any] | None) -> str:
+    """A success estimate as ``x.x [lo, hi]`` percent ("-" when missing)."""
     if not e:
         return "-"
     return f"{100 * e['mean']:.1f} [{100 * e['low']:.1f}, {100 * e['high']:.1f}]"
@@ -278,17 +280,18 @@ def render_markdown(report: Mapping[str, Any], pngs: Mapping[str, str]) -> str:
         for arm, a in s["arms"].items():
             sp = a["splits"]
             rows.append([name, arm, str(len(a["seeds"])),
-                         *(_pct(sp.get(k, {}).get("mean")) for k in SPLITS),
-                         *(_pts(sp.get(k, {}).get("vs_start")) for k in ("heldout", "test", "test_unseen"))])
+                         *(format_percent(sp.get(k, {}).get("mean")) for k in SPLITS),
+                         *(format_points(sp.get(k, {}).get("vs_start"))
+                           for k in ("heldout", "test", "test_unseen"))])
     lines += _table(["setting", "arm", "seeds", "test", "test_unseen", "test + test_unseen",
                      "vs start (both)", "vs start (test)", "vs start (test_unseen)"], rows)
     rows = [[name, comp.replace("_vs_", " - "), str(len(c["seeds"])),
-             *(_pts(c["splits"].get(k)) for k in SPLITS)]
+             *(format_points(c["splits"].get(k)) for k in SPLITS)]
             for name, s in report["settings"].items() for comp, c in s["comparisons"].items()]
     lines += ["", "## Between arms (paired on common seeds)", "",
               *_table(["setting", "comparison", "seeds", "test", "test_unseen", "test + test_unseen"], rows)]
     arms = [a for a in report["arms"] if a != START_ARM]
-    rows = [[tier, *(_pts(t.get(arm)) for arm in arms)] for tier, t in report["tiers"].items()]
+    rows = [[tier, *(format_points(t.get(arm)) for arm in arms)] for tier, t in report["tiers"].items()]
     lines += ["", "## Success against horizon: held-out gain over start per tier (points, settings pooled)",
               "", *_table(["tier", *arms], rows)]
     if "tiers" in pngs:
