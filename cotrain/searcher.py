@@ -160,7 +160,7 @@ class CoEvolutionES(SearchAlgorithm):
         workers = [dict(w) for w in problem.worker_status()]
         agree = problem.checksums_agree
 
-        confidences = self._confidences(rewards) if self.shaping.confidence_tiebreak else None
+        confidences = self._confidences() if self.shaping.confidence_tiebreak else None
         started = time.perf_counter()
         step = dist.step(rows, rewards, self.shaping, confidences)
         new_dist, update = step.distribution, step.update
@@ -229,18 +229,15 @@ class CoEvolutionES(SearchAlgorithm):
             "distribution": new_dist.to_dict(),
         }
 
-    def _confidences(self, rewards: torch.Tensor) -> torch.Tensor:
-        """The problem's episode confidences of the batch just evaluated (for the shaping's tie-break)."""
+    def _confidences(self) -> torch.Tensor:
+        """The problem's episode confidences of the batch just evaluated (for the shaping's tie-break, which
+        checks their shape against the rewards)."""
         conf = getattr(self._search_problem, "last_confidences", None)
         if conf is None:
-            raise ConfigError(f"es.shaping.confidence_tiebreak > 0, but "
-                              f"{type(self._search_problem).__name__} "
-                                f"measures no episode confidences (set it to 0)")
-        conf = torch.as_tensor(conf, dtype=torch.float64).detach().cpu()
-        if conf.shape != rewards.shape:
-            raise DistributionError(f"the problem's confidences have shape {tuple(conf.shape)}, its rewards "
-                                f"{tuple(rewards.shape)}")
-        return conf
+            name = type(self._search_problem).__name__
+            raise ConfigError(f"es.shaping.confidence_tiebreak > 0, but {name} measures no episode "
+                              f"confidences (set it to 0)")
+        return torch.as_tensor(conf, dtype=torch.float64).detach().cpu()
 
     # ------------------------------------------------------------------------------------------ status
 
