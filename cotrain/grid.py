@@ -248,16 +248,24 @@ def execute_run(grid_base: Path, run: GridRun, out: Path,
         "tasks": {split: list(tasks.heldout[split]) for split in HELDOUT_SPLITS},
         "train_tasks": list(tasks.train)}
     if run.arm == START_ARM:
+        from cotrain.config import resolve_settings
         from cotrain.evaluate import evaluate_start
 
         log(f"{run.key}: scoring the start on {len(heldout)} held-out task(s)")
+        resolved = resolve_settings(cfg)
         scored = evaluate_start(cfg, heldout)
         result.update(genome=scored.get("genome"), generation=0, curve=[], budget_planned=None,
-                      budget_actual=None, seconds_train=0.0)
+                      budget_actual=None, seconds_train=0.0, dtype=resolved.dtype,
+                      dtype_reason=resolved.dtype_reason)
     else:
+        from cotrain.checkpoint import RunDir
         from cotrain.evaluate import evaluate_run
 
+        check_start_dtype(run, cfg, out)
         seconds_train = _train_or_resume(cfg, run, out, log)
+        settings = RunDir.open(run.run_dir(out)).resolved
+        if settings is not None:
+            result.update(dtype=settings.dtype, dtype_reason=settings.dtype_reason)
         log(f"{run.key}: scoring the centre on {len(heldout)} held-out task(s)")
         report = evaluate_run(run.run_dir(out), tasks=heldout, split="heldout", baseline=False, write=False)
         scored = report["centre"]
@@ -277,6 +285,37 @@ def execute_run(grid_base: Path, run: GridRun, out: Path,
     log(f"{run.key}: held-out success {result['success']['heldout']:.3f} "
         f"(test {result['success']['test']:.3f}, test_unseen {result['success']['test_unseen']:.3f})")
     return result
+
+
+def start_result_path(run: GridRun, out: Path) -> Path:
+    """The result file of the ``start`` arm of ``run``'s setting."""
+    return out / run.setting.name / START_ARM / RESULT_FILE
+
+
+def check_start_dtype(run: GridRun, cfg: TrainConfig, out: Path) -> None:
+    """A trained run is paired with its setting's ``start``, so both must run in one weight dtype: when the
+    start's result records one and this machine would train ``run`` in another (``agent.dtype = "auto"`` on a
+    CPU with and one without native bf16), a GridError says how to continue matched. A run directory that
+    already exists keeps the dtype it recorded when it started, and a start without a recorded dtype (results
+    written before 2026-12-04) is not checked."""
+    from cotrain.checkpoint import RunDir
+    from cotrain.config import resolve_settings
+    from es_agent.hardware import AUTO_DTYPE_ENV
+
+    start = read_result(start_result_path(run, out))
+    if start is None or "dtype" not in start:
+        return
+    if (run.run_dir(out) / "run.json").is_file():
+        recorded = RunDir.open(run.run_dir(out)).resolved
+        here = (recorded.dtype, recorded.dtype_reason) if recorded is not None else None
+    else:
+        resolved = resolve_settings(cfg)
+        here = (resolved.dtype, resolved.dtype_reason)
+    if here is not None and here[0] != start["dtype"]:
+        raise GridError(f"{run.key} would train in {here[0]} ({here[1]}), but its setting's start was scored "
+                        f"in {start['dtype']} ({start.get('dtype_reason', 'no reason recorded')}); a paired "
+                        f"comparison needs one dtype: set {AUTO_DTYPE_ENV}={start['dtype']} for this grid, "
+                        "or use another --out")
 
 
 def _success(rewards: dict[str, float], tasks: Sequence[int | str]) -> float:

@@ -115,7 +115,8 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
         for arm, runs in [(START_ARM, [start] if start else []), *trained.items()]:
             if not runs:
                 continue
-            entry: dict[str, Any] = {"seeds": [r["seed"] for r in runs], "splits": {}}
+            entry: dict[str, Any] = {"seeds": [r["seed"] for r in runs], "splits": {},
+                                     "dtypes": sorted({str(r.get("dtype", "not recorded")) for r in runs})}
             for split in SPLITS:
                 m = outcome_matrix(runs, split)
                 if m.shape[1] == 0:
@@ -282,9 +283,10 @@ def render_markdown(report: Mapping[str, Any], pngs: Mapping[str, str]) -> str:
             rows.append([name, arm, str(len(a["seeds"])),
                          *(format_percent(sp.get(k, {}).get("mean")) for k in SPLITS),
                          *(format_points(sp.get(k, {}).get("vs_start"))
-                           for k in ("heldout", "test", "test_unseen"))])
+                           for k in ("heldout", "test", "test_unseen")),
+                         ", ".join(a.get("dtypes") or ["not recorded"])])
     lines += _table(["setting", "arm", "seeds", "test", "test_unseen", "test + test_unseen",
-                     "vs start (both)", "vs start (test)", "vs start (test_unseen)"], rows)
+                     "vs start (both)", "vs start (test)", "vs start (test_unseen)", "dtype"], rows)
     rows = [[name, comp.replace("_vs_", " - "), str(len(c["seeds"])),
              *(format_points(c["splits"].get(k)) for k in SPLITS)]
             for name, s in report["settings"].items() for comp, c in s["comparisons"].items()]

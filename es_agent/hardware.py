@@ -4,6 +4,8 @@ process may use (``num_workers = "auto"``).
 Both are read from the operating system (``/proc/cpuinfo`` flags, the CPU affinity mask and the cgroup CPU
 quota), never from a benchmark, so the answer is cheap and the same every time on one machine. Each choice
 comes with its reason as text (``"auto: cpu flags avx512_bf16"``), which a run records next to the choice.
+``ESOPT_AUTO_DTYPE`` (:data:`AUTO_DTYPE_ENV`) replaces the machine's answer for ``"auto"``: a grid whose start
+was scored on a float32 machine continues matched on a bf16 one with ``ESOPT_AUTO_DTYPE=float32``.
 
 bf16 on a CPU is only fast with native bf16 dot products: AMX (``amx_bf16``) or AVX512-BF16
 (``avx512_bf16``). Without them bf16 is slower than fp32: on an AMD EPYC with AVX2 only (this project's VMs
@@ -24,6 +26,8 @@ from es_agent.errors import HardwareError
 
 AUTO = "auto"
 """The value of ``dtype`` and ``num_workers`` that asks this module to choose."""
+AUTO_DTYPE_ENV = "ESOPT_AUTO_DTYPE"
+"""Environment variable that decides ``dtype = "auto"`` instead of the machine (a concrete dtype name)."""
 FAST_BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 """``/proc/cpuinfo`` flags of native bf16 arithmetic (Intel AMX, AVX512-BF16 on Intel and AMD Zen 4+)."""
 CPUINFO = Path("/proc/cpuinfo")
@@ -66,12 +70,21 @@ def fast_bf16_flags(flags: Iterable[str]) -> tuple[str, ...]:
 def choose_dtype(dtype: str, device: str = "cpu", *, cpu_flags: Iterable[str] | None = None,
                  cuda_bf16: bool | None = None) -> Choice:
     """The weight dtype for ``dtype`` on ``device``: ``dtype`` itself unless it is ``"auto"``; then bf16 on a
-    CPU with :data:`FAST_BF16_CPU_FLAGS` and on a CUDA device that supports bf16, float32 elsewhere.
+    CPU with :data:`FAST_BF16_CPU_FLAGS` and on a CUDA device that supports bf16, float32 elsewhere, unless
+    :data:`AUTO_DTYPE_ENV` names a dtype (then that one, on any device).
     ``cpu_flags`` and ``cuda_bf16`` replace what the machine says (tests, or deciding for another machine)."""
     if not isinstance(dtype, str) or not dtype:
         raise HardwareError(f"dtype must be 'auto' or a dtype name, got {dtype!r}")
     if dtype != AUTO:
         return Choice(dtype, f"set: {dtype}")
+    pinned = os.environ.get(AUTO_DTYPE_ENV, "").strip()
+    if pinned:
+        from es_agent.specs import DTYPES
+
+        if pinned not in DTYPES:
+            raise HardwareError(f"{AUTO_DTYPE_ENV}={pinned!r} is not a dtype; use one of {', '.join(DTYPES)} "
+                                "(or unset it to let the machine decide)")
+        return Choice(pinned, f"auto: {AUTO_DTYPE_ENV}={pinned}")
     kind = str(device).split(":", 1)[0]
     if kind == "cuda":
         if cuda_bf16 is None:

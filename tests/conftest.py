@@ -14,6 +14,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_WEBARENA = REPO_ROOT.parent / "shared" / "webarena"
 
 
+@pytest.fixture(autouse=True)
+def _machine_decides_auto_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests see the machine's own ``dtype = "auto"`` choice, not a grid session's ``ESOPT_AUTO_DTYPE``."""
+    monkeypatch.delenv("ESOPT_AUTO_DTYPE", raising=False)
+
+
 @pytest.fixture(scope="session")
 def shared_webarena_dir() -> Path:
     """The reference WebArena task files in ``../shared/webarena``; tests skip cleanly when absent."""

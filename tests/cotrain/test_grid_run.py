@@ -17,7 +17,8 @@ import pytest
 
 from cotrain.cli import main
 from cotrain.config import load_config
-from cotrain.grid import finished_result, plan_grid, run_grid, run_lock
+from cotrain.errors import GridError
+from cotrain.grid import check_start_dtype, finished_result, plan_grid, run_grid, run_lock
 from cotrain.grid_config import load_grid_config
 from cotrain.grid_report import write_report
 
@@ -124,6 +125,8 @@ def test_tiny_grid_runs_every_run_once_and_scores_the_held_out_tasks(grid: Grid)
             assert len(both["tasks"][split]) == 1 and both["tasks"][split] == start["tasks"][split]
         assert set(both["rewards"]) == {str(t) for s in ("test", "test_unseen") for t in both["tasks"][s]}
         assert both["env_seed"] == start["env_seed"] == 0
+        assert start["dtype"] == both["dtype"] == "float32"  # paired in one dtype, recorded with the reason
+        assert start["dtype_reason"] == both["dtype_reason"] == "set: float32"
         assert not set(both["train_tasks"]) & {int(t) for t in both["rewards"]}
         assert len(both["curve"]) == 2 and all(0.0 <= v <= 1.0 for v in both["curve"])
         # 2 candidates x 1 task x 2 generations + one reflection episode per generation (the tiny model
@@ -176,3 +179,31 @@ def test_report_merges_the_two_directories(grid: Grid) -> None:
     assert "co-evolution beats both matched single-space arms in 0 of 0 settings" in markdown
     assert "| tiny0_reddit_t1 | both | 1 |" in markdown and "## Budgets" in markdown
     assert os.path.getsize(grid.results.parent / "grid-tiers.png") > 0
+
+
+def test_a_run_is_refused_in_another_dtype_than_its_settings_start(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trained run is paired with its setting's start: when ``dtype = "auto"`` would resolve here to another
+    dtype than the start's result records (a grid continued on a CPU with native bf16), the run is refused
+    with the way to continue matched; the same dtype, or a start from before dtypes were recorded, passes."""
+    (tmp_path / "base.toml").write_text(BASE.replace('dtype = "float32"', 'dtype = "auto"'))
+    config = tmp_path / "grid.toml"
+    config.write_text(GRID.format(results=tmp_path / "report"))
+    cfg = load_grid_config(config)
+    both = next(r for r in plan_grid(cfg, settings=[A]) if r.arm == "both")
+    out = tmp_path / "out"
+    start = out / A / "start" / "result.json"
+    start.parent.mkdir(parents=True)
+    start.write_text(json.dumps({"format": "esopt-grid-result/1", "dtype": "float32",
+                                 "dtype_reason": "auto: cpu flags lack amx_bf16 and avx512_bf16"}))
+    run_cfg = load_config(cfg.base, both.overrides)
+    monkeypatch.setenv("ESOPT_AUTO_DTYPE", "bfloat16")
+    refused = (r"would train in bfloat16 \(auto: ESOPT_AUTO_DTYPE=bfloat16\), but its setting's start was "
+               r"scored in float32 .*set ESOPT_AUTO_DTYPE=float32")
+    with pytest.raises(GridError, match=refused):
+        check_start_dtype(both, run_cfg, out)
+    monkeypatch.setenv("ESOPT_AUTO_DTYPE", "float32")
+    check_start_dtype(both, run_cfg, out)
+    monkeypatch.setenv("ESOPT_AUTO_DTYPE", "bfloat16")
+    start.write_text(json.dumps({"format": "esopt-grid-result/1"}))  # written before dtypes were recorded
+    check_start_dtype(both, run_cfg, out)

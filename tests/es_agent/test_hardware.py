@@ -70,6 +70,23 @@ def test_explicit_cuda_and_other_devices() -> None:
     assert choose_dtype("auto", cpu_flags=[]).value == "float32"  # no cpuinfo at all (not Linux)
 
 
+def test_the_environment_decides_auto_instead_of_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ESOPT_AUTO_DTYPE`` replaces the CPU's answer for ``"auto"`` (on every device), says so in the reason,
+    leaves an explicit dtype alone and names a bad value."""
+    monkeypatch.setenv(hardware.AUTO_DTYPE_ENV, "float32")
+    xeon = read_cpu_flags(XEON.read_text())
+    choice = choose_dtype("auto", "cpu", cpu_flags=xeon)
+    assert (choice.value, choice.reason) == ("float32", "auto: ESOPT_AUTO_DTYPE=float32")
+    assert choose_dtype("auto", "cuda", cuda_bf16=True).value == "float32"
+    assert choose_dtype("bfloat16", "cpu").reason == "set: bfloat16"
+    assert AgentSpec(model="tiny:0", dtype="auto").resolved().dtype == "float32"
+    monkeypatch.setenv(hardware.AUTO_DTYPE_ENV, "fp8")
+    with pytest.raises(HardwareError, match="ESOPT_AUTO_DTYPE='fp8' is not a dtype"):
+        choose_dtype("auto", "cpu", cpu_flags=xeon)
+    monkeypatch.setenv(hardware.AUTO_DTYPE_ENV, "")
+    assert choose_dtype("auto", "cpu", cpu_flags=xeon).value == "bfloat16"  # empty: the machine decides
+
+
 def test_missing_cpuinfo_means_no_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hardware, "CPUINFO", tmp_path / "absent")
     assert read_cpu_flags() == frozenset() and choose_dtype("auto").value == "float32"
