@@ -230,3 +230,26 @@ def test_bigger_budget_grid_balances_weights_and_both_at_four_times_the_episodes
         assert cfg.agent.policy["goal_prior"] == 150 and cfg.agent.policy["answer_prior"] == 100
         budgets[run.arm] = planned_budget(cfg, n_eval_tasks=0).episodes
     assert budgets == {"weights": 288, "both": 288}  # 4x configs/grid_lexical.toml's 72
+
+
+def test_tiebreak_grid_is_the_memory_grid_plus_the_tie_break_on_every_arm() -> None:
+    """configs/grid_tiebreak.toml: grid_memory's policy, tasks and budgets plus the confidence tie-break on
+    every arm (the start included, where it trains nothing), on shop admin and the forum."""
+    tiebreak = load_grid_config(REPO / "configs" / "grid_tiebreak.toml")
+    memory = load_grid_config(REPO / "configs" / "grid_memory.toml")
+    assert {s.name for s in tiebreak.settings} == {"embedded_shopping_admin_t1", "embedded_reddit_t1"}
+    assert tiebreak.seeds[:2] == memory.seeds == (0, 1)
+    for setting in tiebreak.settings:
+        ours = plan_grid(tiebreak, settings=[setting.name])
+        theirs = plan_grid(memory, settings=[setting.name])
+        assert [r.arm for r in ours] == ["start"] + ["prompts", "weights", "both"] * len(tiebreak.seeds)
+        matched = {(r.arm, r.seed): r for r in theirs}
+        for run in ours:
+            cfg = run_config(tiebreak, run.overrides, run.arm)
+            assert cfg.es.shaping.confidence_tiebreak == 0.1
+            assert cfg.es.shaping.confidence_tiebreak < 1 / (2 * cfg.env.tasks_per_generation)
+            twin = matched.get((run.arm, run.seed))
+            if twin is not None:  # one override apart: the matched ablation of benchmarks/compare_grids.py
+                assert [o for o in run.overrides if o not in twin.overrides] == [
+                    "es.shaping.confidence_tiebreak=0.1"]
+                assert run.budget == twin.budget and run.tasks == twin.tasks
