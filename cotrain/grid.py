@@ -258,14 +258,10 @@ def execute_run(grid_base: Path, run: GridRun, out: Path,
                       budget_actual=None, seconds_train=0.0, dtype=resolved.dtype,
                       dtype_reason=resolved.dtype_reason)
     else:
-        from cotrain.checkpoint import RunDir
         from cotrain.evaluate import evaluate_run
 
         check_start_dtype(run, cfg, out)
         seconds_train = _train_or_resume(cfg, run, out, log)
-        settings = RunDir.open(run.run_dir(out)).resolved
-        if settings is not None:
-            result.update(dtype=settings.dtype, dtype_reason=settings.dtype_reason)
         log(f"{run.key}: scoring the centre on {len(heldout)} held-out task(s)")
         report = evaluate_run(run.run_dir(out), tasks=heldout, split="heldout", baseline=False, write=False)
         scored = report["centre"]
@@ -377,14 +373,18 @@ def _train_or_resume(cfg: Any, run: GridRun, out: Path, log: Callable[[str], Non
 
 def run_summary(run_dir: Path) -> dict[str, Any]:
     """What a finished run's result records from its directory, opened and its metrics read once:
-    ``curve`` (:func:`training_curve`), ``updates`` (:func:`update_summary`) and ``budget_actual``
-    (:func:`actual_budget`)."""
+    ``curve`` (:func:`training_curve`), ``updates`` (:func:`update_summary`), ``budget_actual``
+    (:func:`actual_budget`) and, where ``run.json`` has them, ``dtype`` and ``dtype_reason``."""
     from cotrain.checkpoint import RunDir
 
     run = RunDir.open(run_dir)
     metrics = run.metrics()
-    return {"curve": training_curve(metrics), "updates": update_summary(metrics),
-            "budget_actual": actual_budget(run.config, metrics)}
+    summary: dict[str, Any] = {"curve": training_curve(metrics), "updates": update_summary(metrics),
+                               "budget_actual": actual_budget(run.config, metrics)}
+    resolved = run.resolved
+    if resolved is not None:
+        summary.update(dtype=resolved.dtype, dtype_reason=resolved.dtype_reason)
+    return summary
 
 
 def training_curve(metrics: Sequence[Mapping[str, Any]]) -> list[float]:
