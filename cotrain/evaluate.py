@@ -74,12 +74,14 @@ def evaluate_run(run_dir: str | Path, *, split: str | None = None, n_tasks: int 
 def evaluate_start(cfg: TrainConfig, tasks: Sequence[TaskId]) -> dict[str, Any]:
     """The starting point of every run of ``cfg`` (the base model with the baseline genome
     ``eval.baseline``, sigma 0) on ``tasks`` with ``eval.env_seed``, without a run directory: what
-    :func:`evaluate_run` reports as ``"baseline"``. ``"auto"`` settings are resolved on this machine."""
+    :func:`evaluate_run` reports as ``"baseline"``, plus the ``dtype`` it ran in and its ``dtype_reason``.
+    ``"auto"`` settings are resolved on this machine."""
     from es_agent.errors import PromptPoolError
 
     tasks = check_task_ids(tasks, what="evaluation tasks")
     check_models(cfg)
-    cfg = with_resolved(cfg, resolve_settings(cfg))
+    resolved = resolve_settings(cfg)
+    cfg = with_resolved(cfg, resolved)
     pools = load_pools(cfg.prompts.pools)
     try:
         genome = pools.baseline(cfg.eval.baseline)
@@ -88,7 +90,8 @@ def evaluate_start(cfg: TrainConfig, tasks: Sequence[TaskId]) -> dict[str, Any]:
     ensure_ray(cfg.workers)
     state = RunState(0, initial_distribution(cfg, pools), pools, None, 0, [], None)
     scored = _score(cfg, state, tasks, genome.indices)
-    scored.update(source="base model", name=cfg.eval.baseline, genome=genome.ids)
+    scored.update(source="base model", name=cfg.eval.baseline, genome=genome.ids, dtype=resolved.dtype,
+                  dtype_reason=resolved.dtype_reason)
     return scored
 
 

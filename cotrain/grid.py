@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -248,15 +248,13 @@ def execute_run(grid_base: Path, run: GridRun, out: Path,
         "tasks": {split: list(tasks.heldout[split]) for split in HELDOUT_SPLITS},
         "train_tasks": list(tasks.train)}
     if run.arm == START_ARM:
-        from cotrain.config import resolve_settings
         from cotrain.evaluate import evaluate_start
 
         log(f"{run.key}: scoring the start on {len(heldout)} held-out task(s)")
-        resolved = resolve_settings(cfg)
         scored = evaluate_start(cfg, heldout)
         result.update(genome=scored.get("genome"), generation=0, curve=[], budget_planned=None,
-                      budget_actual=None, seconds_train=0.0, dtype=resolved.dtype,
-                      dtype_reason=resolved.dtype_reason)
+                      budget_actual=None, seconds_train=0.0, dtype=scored["dtype"],
+                      dtype_reason=scored["dtype_reason"])
     else:
         from cotrain.evaluate import evaluate_run
 
@@ -283,11 +281,6 @@ def execute_run(grid_base: Path, run: GridRun, out: Path,
     return result
 
 
-def start_result_path(run: GridRun, out: Path) -> Path:
-    """The result file of the ``start`` arm of ``run``'s setting."""
-    return out / run.setting.name / START_ARM / RESULT_FILE
-
-
 def check_start_dtype(run: GridRun, cfg: TrainConfig, out: Path) -> None:
     """A trained run is paired with its setting's ``start``, so both must run in one weight dtype: when the
     start's result records one and this machine would train ``run`` in another (``agent.dtype = "auto"`` on a
@@ -298,7 +291,7 @@ def check_start_dtype(run: GridRun, cfg: TrainConfig, out: Path) -> None:
     from cotrain.config import resolve_settings
     from es_agent.hardware import AUTO_DTYPE_ENV
 
-    start = read_result(start_result_path(run, out))
+    start = read_result(replace(run, arm=START_ARM, seed=None).result_path(out))  # the setting's start
     if start is None or "dtype" not in start:
         return
     if (run.run_dir(out) / "run.json").is_file():
