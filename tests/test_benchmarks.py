@@ -103,3 +103,26 @@ def test_quick_run_writes_valid_json_and_markdown(
     widths = {line.count(" | ") for line in table_rows if not line.startswith("| figure")
               and not line.startswith("| benchmark")}
     assert widths, "the Markdown has table rows"
+
+
+def test_gpu_budget_comes_from_the_env_and_refuses_bad_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(REPO_ROOT))
+    from benchmarks import bench_gpu
+
+    monkeypatch.delenv(bench_gpu.BUDGET_ENV, raising=False)
+    assert bench_gpu.budget_seconds() == bench_gpu.BUDGET_S
+    monkeypatch.setenv(bench_gpu.BUDGET_ENV, "330")
+    assert bench_gpu.budget_seconds() == 330.0
+    for bad in ("abc", "0", "-5", "nan"):
+        monkeypatch.setenv(bench_gpu.BUDGET_ENV, bad)
+        with pytest.raises(ValueError, match=bench_gpu.BUDGET_ENV):
+            bench_gpu.budget_seconds()
+
+
+def test_the_committed_gpu_record_is_well_formed() -> None:
+    """benchmarks/results/gpu_h200.json (measured on a lent H200): every figure has the suite's shape."""
+    record = json.loads((REPO_ROOT / "benchmarks" / "results" / "gpu_h200.json").read_text(encoding="utf-8"))
+    assert "H200" in record["machine"]["gpu"]
+    for figure in record["figures"]:
+        _check_figure({"benchmark": "gpu", **figure})
+        assert figure["extra"]["device"] == "NVIDIA H200"
