@@ -5,8 +5,10 @@ success-against-horizon plot.
 Per setting and arm, for ``test``, ``test_unseen`` and both together: the held-out success (mean over seeds x
 tasks, 95 % bootstrap CI, :mod:`cotrain.grid_stats`), paired against ``start`` (the same tasks with the same
 env seed) and between arms (``both`` against ``prompts`` and ``weights``, on the seeds both have). The two
-headline lines; the per-tier gain of every arm over ``start`` (settings of a tier pooled, task columns side by
-side); the budget table (planned and actual episodes and steps); the runs still pending.
+headline lines (a setting joins the co-evolution line once its three trained arms share at least 2 seeds, and
+is compared on those: extending a grid by more seeds keeps its finished settings counted); the per-tier gain
+of every arm over ``start`` (settings of a tier pooled, task columns side by side); the budget table (planned
+and actual episodes and steps); the runs still pending.
 """
 
 from __future__ import annotations
@@ -98,6 +100,22 @@ def _by_seed(runs: Sequence[Mapping[str, Any]]) -> dict[int, Mapping[str, Any]]:
     return {int(r["seed"]): r for r in runs}
 
 
+TRIO = ("both", "prompts", "weights")
+HEADLINE_MIN_SEEDS = 2
+"""A setting joins the co-evolution headline once its three trained arms share this many seeds (the issue's
+minimum), compared on exactly those seeds; a grid extended by more seeds keeps its finished settings
+counted."""
+
+
+def headline_seeds(trained: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[int]:
+    """The seeds every arm of :data:`TRIO` has finished, when there are at least :data:`HEADLINE_MIN_SEEDS`
+    of them; else ``[]`` (the setting is left out of the co-evolution headline)."""
+    if not all(trained.get(arm) for arm in TRIO):
+        return []
+    common = sorted(set.intersection(*(set(_by_seed(trained[arm])) for arm in TRIO)))
+    return common if len(common) >= HEADLINE_MIN_SEEDS else []
+
+
 def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, command: str,
                  dirs: Sequence[Path]) -> dict[str, Any]:
     """The report as a JSON-safe dict (see the module docstring)."""
@@ -151,11 +169,11 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
                 split: _est(paired_estimate(outcome_matrix([sa[k] for k in common], split),
                                             outcome_matrix([sb[k] for k in common], split), n_boot=_N_BOOT))
                 for split in SPLITS if outcome_matrix([sa[common[0]]], split).shape[1]}}
-        trio = ("both", "prompts", "weights")
-        if all(arm in grid.arms and len(trained[arm]) == len(grid.seeds) for arm in trio):
-            means = {arm: float(outcome_matrix(trained[arm], "heldout").mean())
-                     for arm in ("both", "prompts", "weights")}
-            wins.append({"setting": s.name, "means": means,
+        matched = headline_seeds(trained)
+        if matched:
+            means = {arm: float(outcome_matrix([_by_seed(trained[arm])[k] for k in matched],
+                                               "heldout").mean()) for arm in TRIO}
+            wins.append({"setting": s.name, "seeds": matched, "means": means,
                          "beats": means["both"] > max(means["prompts"], means["weights"]),
                          "at_least": means["both"] >= max(means["prompts"], means["weights"])})
         settings[s.name] = {"model": s.model, "family": s.family, "tier": s.tier, "arms": arms,
@@ -245,7 +263,7 @@ def headline_lines(report: Mapping[str, Any]) -> list[str]:
     w = report["headlines"]["weights_vs_start"]
     first = (f"co-evolution beats both matched single-space arms in {co['k']} of {co['m']} settings "
              f"(at least as good in {co['k_at_least']} of {co['m']}; held-out test + test_unseen, mean over "
-             "seeds x tasks)")
+             f"seeds x tasks, on the seeds all three trained arms share, at least {HEADLINE_MIN_SEEDS})")
     if w:
         second = (f"weights-only ES changes held-out success by {100 * w['mean']:+.1f} points (95 % CI "
                   f"{100 * w['low']:+.1f} to {100 * w['high']:+.1f}) over No-Skill ({w['n_seeds']} seed(s) x "

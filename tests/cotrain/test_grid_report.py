@@ -62,7 +62,8 @@ def test_report_on_hand_computed_outcomes_with_a_merged_directory(tmp_path: Path
 
     assert list(report["settings"]) == [s1, s2], "the merged directory's setting joins the report"
     co = report["headlines"]["coevolution"]
-    assert (co["k"], co["m"]) == (1, 1)  # only s1 has every seed of the three arms
+    assert (co["k"], co["m"]) == (1, 1)  # only s1's three arms share 2 seeds
+    assert co["settings"][0]["seeds"] == [0, 1]
     arms = report["settings"][s1]["arms"]
     assert arms["start"]["splits"]["heldout"]["mean"]["mean"] == 0.25
     assert arms["weights"]["splits"]["test"]["vs_start"]["mean"] == 0.5   # test: 2/2 against 1/2
@@ -88,6 +89,31 @@ def test_report_on_hand_computed_outcomes_with_a_merged_directory(tmp_path: Path
     assert "| tiny0_shopping_t1 | weights | 2 | 100.0 [100.0, 100.0] | 0.0 [0.0, 0.0] | 50.0" in markdown
     assert "| tiny0_shopping_t1 | weights | 0/2 1/2 | all rewards tie | 0.250 |" in markdown
     assert all(p.stat().st_size > 0 for p in paths)
+
+
+def test_the_coevolution_headline_compares_the_seeds_all_three_arms_share(tmp_path: Path) -> None:
+    """A grid extended by more seeds: a setting counts once its trained arms share 2 seeds, compared on those
+    (here both's seed 2 would turn its win into a tie and is left out); one shared seed is not enough."""
+    out = tmp_path / "g"
+    s1, s2 = "tiny0_shopping_t1", "tiny0_reddit_t1"
+    write(out, result(s1, 1, "start", None, [1]))
+    for seed in (0, 1, 2):
+        write(out, result(s1, 1, "prompts", seed, [1]))
+        write(out, result(s1, 1, "weights", seed, [1, 2]))
+    for seed in (0, 1):
+        write(out, result(s1, 1, "both", seed, [1, 2, 3]))
+    write(out, result(s1, 1, "both", 3, [1]))            # a seed the others lack: not compared
+    write(out, result(s2, 1, "start", None, [], family="reddit"))
+    for arm in ("prompts", "weights", "both"):
+        write(out, result(s2, 1, arm, 0, [3] if arm == "both" else [], family="reddit"))
+    g = grid(tmp_path, ["shopping", "reddit"])
+    report = build_report(g, collect_results([out]), command="c", dirs=[out])
+    co = report["headlines"]["coevolution"]
+    assert (co["k"], co["k_at_least"], co["m"]) == (1, 1, 1)
+    win = co["settings"][0]
+    assert win["setting"] == s1 and win["seeds"] == [0, 1]
+    assert win["means"] == {"both": 0.75, "prompts": 0.25, "weights": 0.5}
+    assert "on the seeds all three trained arms share, at least 2" in headline_lines(report)[0]
 
 
 def test_the_same_run_with_other_overrides_does_not_merge(tmp_path: Path) -> None:
