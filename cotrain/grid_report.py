@@ -107,12 +107,11 @@ minimum), compared on exactly those seeds; a grid extended by more seeds keeps i
 counted."""
 
 
-def headline_seeds(trained: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[int]:
-    """The seeds every arm of :data:`TRIO` has finished, when there are at least :data:`HEADLINE_MIN_SEEDS`
-    of them; else ``[]`` (the setting is left out of the co-evolution headline)."""
-    if not all(trained.get(arm) for arm in TRIO):
-        return []
-    common = sorted(set.intersection(*(set(_by_seed(trained[arm])) for arm in TRIO)))
+def headline_seeds(seeded: Mapping[str, Mapping[int, Mapping[str, Any]]]) -> list[int]:
+    """The seeds every arm of :data:`TRIO` has finished (``seeded``: each arm's runs by seed), when there are
+    at least :data:`HEADLINE_MIN_SEEDS` of them; else ``[]`` (the setting is left out of the co-evolution
+    headline)."""
+    common = sorted(set.intersection(*(set(seeded.get(arm, {})) for arm in TRIO)))
     return common if len(common) >= HEADLINE_MIN_SEEDS else []
 
 
@@ -157,11 +156,10 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
                 per_tier.setdefault(s.tier, {}).setdefault(arm, []).append(diff)
                 if arm == "weights":
                     weights_gain.append(diff)
+        seeded = {arm: _by_seed(runs) for arm, runs in trained.items()}
         comparisons: dict[str, Any] = {}
         for a, b in COMPARISONS:
-            if not (trained.get(a) and trained.get(b)):
-                continue
-            sa, sb = _by_seed(trained[a]), _by_seed(trained[b])
+            sa, sb = seeded.get(a, {}), seeded.get(b, {})
             common = sorted(set(sa) & set(sb))
             if not common:
                 continue
@@ -169,10 +167,10 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
                 split: _est(paired_estimate(outcome_matrix([sa[k] for k in common], split),
                                             outcome_matrix([sb[k] for k in common], split), n_boot=_N_BOOT))
                 for split in SPLITS if outcome_matrix([sa[common[0]]], split).shape[1]}}
-        matched = headline_seeds(trained)
+        matched = headline_seeds(seeded)
         if matched:
-            means = {arm: float(outcome_matrix([_by_seed(trained[arm])[k] for k in matched],
-                                               "heldout").mean()) for arm in TRIO}
+            means = {arm: float(outcome_matrix([seeded[arm][k] for k in matched], "heldout").mean())
+                     for arm in TRIO}
             wins.append({"setting": s.name, "seeds": matched, "means": means,
                          "beats": means["both"] > max(means["prompts"], means["weights"]),
                          "at_least": means["both"] >= max(means["prompts"], means["weights"])})
