@@ -55,10 +55,10 @@ from cotrain.shaping import ShapingConfig
 from es_agent.specs import AgentSpec, EnvSpec
 
 CONFIG_FORMAT = "esopt-config/1"
+"""Tag written into ``config.json``."""
 OMIT_WHEN_DEFAULT = "omit_when_default"
 """Field metadata key: a field added after runs were recorded sets it, so that its JSON form (and with it
 ``config.json`` and the grid's config digests of earlier runs) stays the same while it holds its default."""
-"""Tag written into ``config.json``."""
 DEFAULT_ENV_ID = "WebArenaLite-v0"
 """``env.env_id`` of a run that sets none: the embedded WebArena-Lite sites and bundled tasks."""
 DEFAULT_ENV_MODULE = "webarena_gym"
@@ -171,8 +171,8 @@ class ESConfig:
     """The search distribution's hyperparameters (``cotrain.distribution_config.CoEvolutionConfig``), written
     flat in ``[es]``: ``sigma_0``, ``sigma_min``, ``learning_rate``, ``prompt_learning_rate``,
     ``prob_floor``, ``antithetic``, ``evolve_weights``, ``evolve_prompts``, ``weight_normalisation``,
-    ``baseline_prior``. Its ``total_generations`` is always ``schedule_generations`` or ``generations`` (set
-    here)."""
+    ``baseline_prior``, ``anchor_pairs``. Its ``total_generations`` is always ``schedule_generations`` or
+    ``generations`` (set here)."""
     shaping: ShapingConfig = field(default_factory=ShapingConfig)
     """``[es.shaping]``: how per-task rewards become candidate weights (``method``, ``per_task_centering``,
     ``per_task_scaling``)."""
@@ -190,6 +190,11 @@ class ESConfig:
         dist = self.distribution
         if dist.antithetic and dist.evolve_weights and self.population % 2:
             raise _fail("es.population", f"must be even with antithetic pairs, got {self.population}")
+        if dist.anchor_pairs and dist.evolve_prompts:
+            draws = self.population // 2 if dist.antithetic and dist.evolve_weights else self.population
+            if dist.anchor_pairs >= draws:
+                raise _fail("es.anchor_pairs", f"{dist.anchor_pairs} anchored draw(s) of the {draws} of a "
+                            f"population of {self.population} leave no sampled genome: anchor fewer")
         total = self.schedule_generations or self.generations
         if dist.total_generations != total:
             object.__setattr__(self, "distribution", dataclasses.replace(dist, total_generations=total))

@@ -29,6 +29,11 @@ mean. Let ``c = w - mean(w)`` (a no-op for centred ranks and z-scores):
   success-weighted share). Then every probability is lifted to at least ``prob_floor`` (the others rescaled),
   so no variant dies.
 
+Anchored draws (``anchor_pairs = k``): the first ``k`` draws of a generation take the most probable genome
+instead of a sampled one (the random stream is unchanged, so the other draws are what they would have been).
+Every generation then scores the incumbent genome beside sampled challengers on the same tasks, and ``k`` of
+its weight directions are scored under the genome the centre is evaluated with.
+
 When all weights are zero (all rewards equal) neither part changes and the weight update is empty; the
 generation counter still advances, so the next generation draws fresh seeds instead of re-evaluating the same
 population.
@@ -55,6 +60,10 @@ SERIAL_FORMAT = "cotrain.CoEvolutionDistribution/1"
 """Tag of :meth:`CoEvolutionDistribution.to_dict` payloads."""
 
 _CONFIG_FIELDS = tuple(f.name for f in fields(CoEvolutionConfig))
+_OMITTED_AT_DEFAULT = {f.name: f.default for f in fields(CoEvolutionConfig)
+                       if f.metadata.get("omit_when_default")}
+"""Fields added after runs were logged: left out of :meth:`CoEvolutionDistribution.to_dict` at their default,
+so the logs of earlier runs stay what they were."""
 
 
 @dataclass(frozen=True)
@@ -333,6 +342,14 @@ class CoEvolutionDistribution(Distribution):
             ]
         else:
             ids = [torch.full((n_draws,), i, dtype=torch.int64) for i in self.most_probable_prompt_ids()]
+        anchors = int(p.get("anchor_pairs", 0)) if p["evolve_prompts"] else 0
+        if anchors:
+            if anchors >= n_draws:
+                raise DistributionError(
+                    f"anchor_pairs={anchors} leaves no sampled genome among the {n_draws} draws of a "
+                    f"population of {num}: anchor fewer draws or grow the population")
+            for slot_ids, best in zip(ids, self.most_probable_prompt_ids(), strict=True):
+                slot_ids[:anchors] = best
         if paired:
             seeds = seeds.repeat_interleave(2)
             signs = torch.tensor([1.0, -1.0], dtype=torch.float64).repeat(n_draws)
@@ -518,7 +535,8 @@ class CoEvolutionDistribution(Distribution):
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe state (plain numbers, lists and strings; floats round-trip exactly through ``json``)."""
         p = self.parameters
-        params: dict[str, Any] = {name: p[name] for name in _CONFIG_FIELDS}
+        params: dict[str, Any] = {name: p[name] for name in _CONFIG_FIELDS
+                                  if name not in _OMITTED_AT_DEFAULT or p[name] != _OMITTED_AT_DEFAULT[name]}
         params.update(
             generation=self.generation,
             base_seed=self.base_seed,

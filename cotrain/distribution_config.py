@@ -4,7 +4,7 @@ run configuration can nest them without loading the distribution)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from cotrain.errors import DistributionError
@@ -47,6 +47,14 @@ class CoEvolutionConfig:
     the first generations try mostly the baseline and its one-slot neighbours instead of random genomes,
     most of them worse than No-Skill. A run's baseline genome is ``eval.baseline`` (default ``no_skill``) of
     its pools (:meth:`CoEvolutionDistribution.create`'s ``baseline_ids``)."""
+    anchor_pairs: int = field(default=0, metadata={"omit_when_default": True})
+    """Draws of every generation (antithetic pairs; single rows without antithetic sampling) that take the
+    most probable genome instead of a sampled one: the first ``anchor_pairs`` of the population. The other
+    draws sample the categoricals as before, from the same random stream, so anchoring changes only the
+    anchored draws. Each generation then scores the incumbent genome beside its challengers on the same tasks
+    (the prompt update weighs them head to head), and the anchored weight directions are scored under the
+    genome the centre is evaluated with. 0 (default): every draw is sampled. It must leave at
+    least one sampled draw; without ``evolve_prompts`` every draw already uses the most probable genome."""
 
     def __post_init__(self) -> None:
         for name in _FLOAT_FIELDS:
@@ -71,6 +79,9 @@ class CoEvolutionConfig:
         for name in _BOOL_FIELDS:
             if not isinstance(getattr(self, name), bool):
                 raise DistributionError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        anchors = self.anchor_pairs
+        if isinstance(anchors, bool) or not isinstance(anchors, int) or anchors < 0:
+            raise DistributionError(f"anchor_pairs must be an int >= 0, got {self.anchor_pairs!r}")
         if self.weight_normalisation not in ("total_weight", "population"):
             raise DistributionError(
                 "weight_normalisation must be 'total_weight' or 'population',"

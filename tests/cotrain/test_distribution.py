@@ -556,3 +556,83 @@ def test_a_run_starts_on_its_baseline_genome_and_a_reopened_run_keeps_the_prior(
                          ("high", r"es.baseline_prior: expected float")):
         with pytest.raises(ConfigError, match=message):
             config_from_dict(toy_config_dict(es={"baseline_prior": bad}))
+
+
+# ----- anchored draws (es.anchor_pairs) -----------------------------------------------------------------
+
+
+def test_anchored_draws_take_the_most_probable_genome_and_leave_the_others_as_sampled() -> None:
+    """The first ``anchor_pairs`` draws carry the most probable ids (both rows of an antithetic pair); every
+    other row, noise seed, sigma and env seed is what the unanchored distribution samples from the same
+    stream."""
+    free = CoEvolutionDistribution.create([4, 3, 4], base_seed=5, baseline_ids=[1, 2, 0],
+                                          config=CoEvolutionConfig(sigma_0=0.01))
+    anchored = CoEvolutionDistribution.create([4, 3, 4], base_seed=5, baseline_ids=[1, 2, 0],
+                                              config=CoEvolutionConfig(sigma_0=0.01, anchor_pairs=2))
+    a, f = anchored.sample_rows(8), free.sample_rows(8)
+    assert a[:4, 3:].tolist() == [[1.0, 2.0, 0.0]] * 4  # two pairs on the incumbent genome
+    assert torch.equal(a[4:], f[4:]) and torch.equal(a[:, :3], f[:, :3])
+    assert not torch.equal(a[:4, 3:], f[:4, 3:])  # seed 5's first draws are not all the incumbent
+    single = CoEvolutionDistribution.create([4, 3, 4], base_seed=5, baseline_ids=[1, 2, 0],
+                                            config=CoEvolutionConfig(antithetic=False, anchor_pairs=3))
+    rows = single.sample_rows(5)  # without antithetic pairs a draw is one row
+    assert rows[:3, 3:].tolist() == [[1.0, 2.0, 0.0]] * 3
+
+
+def test_anchoring_follows_the_mode_and_needs_a_sampled_draw() -> None:
+    dist = make(pool_sizes=(3,), anchor_pairs=1, prompt_learning_rate=1.0, prob_floor=0.0, sigma_0=0.1)
+    assert dist.most_probable_prompt_ids() == (0,)  # uniform: the lowest index wins the tie
+    rows = dist.sample_rows(4)
+    assert rows[:2, 3].tolist() == [0.0, 0.0]
+    rows[2:, 3] = 2.0
+    moved, _ = dist.update(rows, torch.tensor([0.0, 0.0, 1.0, 1.0]))  # the challenger beats the incumbent
+    assert moved.most_probable_prompt_ids() == (2,)
+    assert moved.sample_rows(4)[:2, 3].tolist() == [2.0, 2.0]  # the next generation anchors on the new mode
+    with pytest.raises(DistributionError, match="anchor_pairs=2 leaves no sampled genome among the 2 draws"):
+        make(pool_sizes=(3,), anchor_pairs=2).sample_rows(4)
+    frozen = make(pool_sizes=(3,), anchor_pairs=5, evolve_prompts=False)  # every draw is the mode already
+    assert frozen.sample_rows(4)[:, 3].tolist() == [0.0] * 4
+    for bad in (-1, 1.0, True):
+        with pytest.raises(DistributionError, match="anchor_pairs must be an int >= 0"):
+            CoEvolutionConfig(anchor_pairs=bad)  # type: ignore[arg-type]
+
+
+def test_anchor_pairs_is_left_out_of_logs_at_its_default_and_round_trips_when_set() -> None:
+    """Runs logged before ``anchor_pairs`` existed keep their distribution and config forms (and the grid's
+    config digests); a set value round-trips through the distribution's and the config's JSON."""
+    from cotrain.config import config_from_dict
+    from cotrain.errors import ConfigError
+
+    plain = make()
+    assert "anchor_pairs" not in plain.to_dict()["parameters"]
+    assert CoEvolutionDistribution.from_dict(plain.to_dict()).config.anchor_pairs == 0
+    set_ = make(anchor_pairs=1)
+    back = CoEvolutionDistribution.from_dict(json.loads(json.dumps(set_.to_dict())))
+    assert back.config.anchor_pairs == 1 and back.to_dict() == set_.to_dict()
+    assert "anchor_pairs" not in config_from_dict(toy_config_dict()).to_dict()["es"]
+    cfg = config_from_dict(toy_config_dict(es={"anchor_pairs": 1}))
+    assert cfg.es.distribution.anchor_pairs == 1 and cfg.to_dict()["es"]["anchor_pairs"] == 1
+    with pytest.raises(ConfigError, match=r"es.anchor_pairs: 2 anchored draw\(s\) of the 2 of a population"):
+        config_from_dict(toy_config_dict(es={"anchor_pairs": 2}))
+    assert config_from_dict(toy_config_dict(es={"anchor_pairs": 2, "evolve_prompts": False}))
+
+
+def test_an_anchored_run_scores_its_first_pair_under_the_mode_it_was_sampled_from(tmp_path: Path) -> None:
+    """A real run (tiny Qwen, toy env): in every generation's logged rows the first antithetic pair carries
+    the most probable genome of the distribution it was sampled from (the start's, then the one logged by the
+    generation before)."""
+    from cotrain.checkpoint import RunDir, initial_distribution, load_pools
+    from cotrain.config import config_from_dict
+    from cotrain.trainer import train
+
+    cfg = config_from_dict(toy_config_dict(es={"anchor_pairs": 1, "generations": 3}))
+    train(cfg, tmp_path / "run")
+    records = RunDir.open(tmp_path / "run").records()
+    before = initial_distribution(cfg, load_pools(cfg.prompts.pools))
+    assert len(records) == 3
+    for record in records:
+        rows = torch.tensor(record["rows"], dtype=torch.float64)
+        mode = [float(i) for i in before.most_probable_prompt_ids()]
+        assert rows[0, 3:].tolist() == mode and rows[1, 3:].tolist() == mode
+        before = CoEvolutionDistribution.from_dict(record["distribution"])
+        assert before.config.anchor_pairs == 1
