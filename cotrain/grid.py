@@ -206,8 +206,9 @@ def finished_result(run: GridRun, out: Path) -> dict[str, Any] | None:
 
 
 @contextlib.contextmanager
-def run_lock(folder: Path) -> Iterator[bool]:
-    """Hold ``folder``'s grid lock for the block (non-blocking): yields whether it was taken."""
+def run_lock(folder: Path, owner: str = "") -> Iterator[bool]:
+    """Hold ``folder``'s grid lock for the block (non-blocking): yields whether it was taken. The holder's
+    ``owner`` (its job queue and pid) is written into the lock file for :func:`lock_owner`."""
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / LOCK_FILE, "a+") as handle:
         try:
@@ -216,9 +217,21 @@ def run_lock(folder: Path) -> Iterator[bool]:
             yield False
             return
         try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(owner)
+            handle.flush()
             yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def lock_owner(folder: Path) -> str:
+    """The ``owner`` its last holder wrote into ``folder``'s grid lock ("" when none is recorded)."""
+    try:
+        return (folder / LOCK_FILE).read_text().strip()
+    except FileNotFoundError:
+        return ""
 
 
 def train_command(base: Path, run: GridRun, out: Path) -> str:
@@ -496,15 +509,18 @@ def work_queue(queue: Path) -> int:
     spec = read_json(queue, GridError)
     out, base, deadline = Path(spec["out"]), Path(spec["base"]), spec["deadline"]
     status = 0
+    me = f"{queue.name} pid {os.getpid()}"
     for data in spec["runs"]:
         if deadline is not None and time.time() > deadline:
             print(f"grid job {os.getpid()}: the time budget is spent; stopping", flush=True)
             break
         run = GridRun.from_dict(data)
-        with run_lock(run.folder(out)) as mine:
+        with run_lock(run.folder(out), owner=me) as mine:
             if not mine:
-                print(f"{run.key}: another process holds its lock ({run.folder(out) / LOCK_FILE}): skipped "
-                      f"here", flush=True)
+                holder = lock_owner(run.folder(out))
+                if not holder.startswith(f"{queue.name} "):  # a sibling job of this grid took it: the plan
+                    print(f"{run.key}: another process holds its lock ({run.folder(out) / LOCK_FILE}"
+                          f"{': ' + holder if holder else ''}): skipped here", flush=True)
                 continue
             if finished_result(run, out) is not None:
                 continue

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from cotrain.config import load_config
 from cotrain.errors import ConfigError, GridConfigError
-from cotrain.grid import plan_grid, run_grid, run_lock
+from cotrain.grid import finished_result, lock_owner, plan_grid, run_grid, run_lock, work_queue
 from cotrain.grid_config import (
     Budget,
     Setting,
@@ -164,6 +165,37 @@ def test_run_lock_is_exclusive(tmp_path: Path) -> None:
         assert first and not second
     with run_lock(tmp_path / "run") as again:
         assert again
+
+
+def test_run_lock_records_its_holder(tmp_path: Path) -> None:
+    assert lock_owner(tmp_path / "run") == ""
+    with run_lock(tmp_path / "run", "q1.json pid 7") as first, run_lock(tmp_path / "run", "other") as second:
+        assert first and not second and lock_owner(tmp_path / "run") == "q1.json pid 7"
+    with run_lock(tmp_path / "run", owner="q2.json pid 8") as again:  # the last holder replaces the record
+        assert again and lock_owner(tmp_path / "run") == "q2.json pid 8"
+
+
+def test_a_child_job_skips_quietly_what_a_sibling_job_holds(tmp_path: Path,
+                                                           capfd: pytest.CaptureFixture[str]) -> None:
+    """Every job of a grid walks the same queue: a run a sibling job took is passed over without a word, one
+    held by any other process is named with its holder."""
+    shipped = load_grid_config(REPO / "configs" / "grid.toml")
+    out = tmp_path / "out"
+    start = next(r for r in plan_grid(shipped, settings=["embedded_reddit_t1"]) if r.arm == "start")
+    queue = tmp_path / "123-456.json"
+    queue.write_text(json.dumps({"base": str(shipped.base), "out": str(out), "deadline": None,
+                                 "runs": [start.to_dict()]}))
+    threads = torch.get_num_threads()  # a job runs on one torch thread; this process gets its own back
+    for holder, said in (("123-456.json pid 99", False), ("999-000.json pid 98", True)):
+        with run_lock(start.folder(out), owner=holder) as held:
+            try:
+                assert held and work_queue(queue) == 0
+            finally:
+                torch.set_num_threads(threads)
+        printed = capfd.readouterr().out
+        assert ("embedded_reddit_t1/start: another process holds its lock" in printed) is said
+        assert (holder in printed) is said
+    assert finished_result(start, out) is None
 
 
 def test_a_run_locked_by_another_process_is_skipped_and_reported(tmp_path: Path,
