@@ -359,9 +359,17 @@ class RunDir:
         """Where the snapshot of ``generation`` lives."""
         return self.path / "snapshots" / f"gen_{generation:06d}"
 
-    def load_state(self) -> RunState:
-        """The state after the completed generations (see the module docstring)."""
-        records = self.records()
+    def load_state(self, generation: int | None = None) -> RunState:
+        """The state after the completed generations, or after an earlier ``generation`` (0 is the start):
+        the last snapshot at or before it plus the weight updates logged after that snapshot, up to it (see
+        the module docstring). A generation the run has not completed: CheckpointError."""
+        if generation is None:
+            generation = self.generation
+        elif isinstance(generation, bool) or not isinstance(generation, int) or not (
+                0 <= generation <= self.generation):
+            raise CheckpointError(f"generation {generation!r}: {self.path} has completed {self.generation} "
+                                  f"generation(s), so 0..{self.generation} can be rebuilt")
+        records = self.records()[:generation]
         pools = self.initial_pools()
         if records:
             try:
@@ -376,17 +384,17 @@ class RunDir:
             raise CheckpointError(f"{self.path / 'update_log.jsonl'}: replayed pools {pools.sizes()} do not "
                                   f"match the logged distribution {dist.pool_sizes}")
         snapshot, snap_gen, checksum = None, 0, None
-        listed = [s for s in self.manifest["snapshots"] if s["generation"] <= self.generation]
+        listed = [s for s in self.manifest["snapshots"] if s["generation"] <= generation]
         if listed:
             latest = max(listed, key=lambda s: s["generation"])
             snap_gen = latest["generation"]
             snapshot = verify_snapshot(self.path, latest, self.snapshot_dir(snap_gen), WEIGHTS_FILE,
                                        SNAPSHOT_FORMAT, digests=self.chained)
-            if snap_gen == self.generation:
+            if snap_gen == generation:
                 checksum = latest["checksum"]
         self._check_final_checksum()
         pending = [(int(r["iter"]), self._weight_update(r)) for r in records if r["iter"] > snap_gen]
-        return RunState(self.generation, dist, pools, snapshot, snap_gen, pending, checksum)
+        return RunState(generation, dist, pools, snapshot, snap_gen, pending, checksum)
 
     def _check_final_checksum(self) -> None:
         """``run.json``'s ``checksum`` must be the one its snapshot entry (and ``snapshot.json``) records."""

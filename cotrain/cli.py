@@ -2,7 +2,7 @@
 
     esopt train  --config FILE --run-dir DIR [--set section.key=value ...] [--ui auto|on|off]
     esopt resume --run-dir DIR [--ui auto|on|off]
-    esopt eval   --run-dir DIR [--split S] [--n-tasks N] [--export DIR] [--no-baseline]
+    esopt eval   --run-dir DIR [--split S] [--n-tasks N] [--export DIR | --generation G] [--no-baseline]
     esopt export --run-dir DIR --out DIR
     esopt grid   --config FILE --out DIR [--jobs N] [--settings S ...] [--arms A ...] [--seeds K ...]
                  [--max-runs N] [--budget-minutes M] [--report-only] [--merge DIR ...] [--results PREFIX]
@@ -154,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", help="split to evaluate on (default: eval.split of the run)")
     p.add_argument("--n-tasks", type=int, help="first N tasks of the split (0: all; default: eval.n_tasks)")
     p.add_argument("--export", help="evaluate this export directory instead of the run's centre")
+    p.add_argument("--generation", type=int,
+                   help="the centre after this completed generation (default: the last; 0: the start)")
     p.add_argument("--no-baseline", action="store_true", help="skip the baseline genome")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -339,7 +341,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from cotrain.evaluate import evaluate_run, format_report
 
         report = evaluate_run(args.run_dir, split=args.split, n_tasks=args.n_tasks, export_dir=args.export,
-                              baseline=not args.no_baseline)
+                              baseline=not args.no_baseline, generation=args.generation)
         print(json.dumps(report, indent=2) if args.json else format_report(report))
     elif args.command == "grid":
         return _grid(args)

@@ -33,10 +33,14 @@ from es_agent.specs import check_task_ids
 
 def evaluate_run(run_dir: str | Path, *, split: str | None = None, n_tasks: int | None = None,
                  export_dir: str | Path | None = None, baseline: bool = True, write: bool = True,
-                 tasks: Sequence[TaskId] | None = None) -> dict[str, Any]:
+                 tasks: Sequence[TaskId] | None = None, generation: int | None = None) -> dict[str, Any]:
     """Evaluate the run's centre (or ``export_dir``, an ``esopt export`` output) and the baseline on a split
     (default ``eval.split``; ``n_tasks`` default ``eval.n_tasks``, 0 for all), or on explicit ``tasks`` (ids
-    the workers' env holds; ``split`` then only labels the report). Unknown split: ConfigError."""
+    the workers' env holds; ``split`` then only labels the report). Unknown split: ConfigError.
+    ``generation``: the centre after that completed generation instead of the last one (its weights and its
+    most probable genome; written to ``eval_<split>_gen<generation>.json``)."""
+    if generation is not None and export_dir is not None:
+        raise ConfigError("evaluate either an export directory or a generation of the run, not both")
     run = RunDir.open(run_dir)
     cfg = run.config
     split = split or cfg.eval.split
@@ -44,7 +48,7 @@ def evaluate_run(run_dir: str | Path, *, split: str | None = None, n_tasks: int 
         tasks = eval_task_ids(cfg.env, cfg.eval, split, n_tasks)
     else:
         tasks = check_task_ids(tasks, what="evaluation tasks")
-    state = run.load_state()
+    state = run.load_state(generation)
     check_models(cfg)
     ensure_ray(cfg.workers)
     if export_dir is not None:
@@ -67,7 +71,8 @@ def evaluate_run(run_dir: str | Path, *, split: str | None = None, n_tasks: int 
         scored.update(source="base model", name=cfg.eval.baseline, genome=genome.ids)
         report["baseline"] = scored
     if write:
-        atomic_write_json(run.path / f"eval_{split}.json", report)
+        name = f"eval_{split}.json" if generation is None else f"eval_{split}_gen{generation}.json"
+        atomic_write_json(run.path / name, report)
     return report
 
 

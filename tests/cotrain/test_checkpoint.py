@@ -134,6 +134,37 @@ def test_evaluate_reports_centre_and_baseline_and_rejects_unknown_splits(runs: d
         evaluate_run(runs["full"].run_dir, split="nosuchsplit")
 
 
+def test_an_earlier_generation_is_rebuilt_as_the_run_held_it_then(runs: dict[str, Any]) -> None:
+    """Generation 3 of the 4-generation run is the state of the run stopped after 3: snapshot 2 plus the
+    logged update of generation 3, the distribution and pools logged with 3."""
+    full, stopped = RunDir.open(runs["full"].run_dir), RunDir.open(runs["root"] / "stopped")
+    then, there = full.load_state(3), stopped.load_state()
+    assert (then.generation, then.snapshot_generation, then.checksum) == (3, 2, None)
+    assert then.pending == there.pending and [g for g, _ in then.pending] == [3]
+    assert then.distribution.to_dict() == there.distribution.to_dict()
+    assert then.pools.to_dict() == there.pools.to_dict()
+    at_snapshot = full.load_state(2)
+    assert at_snapshot.pending == [] and at_snapshot.checksum == full.manifest["snapshots"][0]["checksum"]
+    start = full.load_state(0)
+    assert (start.snapshot, start.snapshot_generation, start.pending) == (None, 0, [])
+    assert start.distribution.generation == 0 and start.pools.to_dict() == full.initial_pools().to_dict()
+    assert full.load_state(4).checksum == runs["full"].checksum
+    for bad in (5, -1, True, "3"):
+        with pytest.raises(CheckpointError, match=r"completed 4 generation\(s\), so 0\.\.4 can be rebuilt"):
+            full.load_state(bad)  # type: ignore[arg-type]
+
+
+def test_evaluating_an_earlier_generation_scores_the_centre_it_had(runs: dict[str, Any]) -> None:
+    then = evaluate_run(runs["full"].run_dir, split="test", n_tasks=2, baseline=False, generation=3)
+    there = evaluate_run(runs["root"] / "stopped", split="test", n_tasks=2, baseline=False, write=False)
+    assert then["centre"]["generation"] == there["centre"]["generation"] == 3
+    assert then["centre"]["rewards"] == there["centre"]["rewards"]
+    assert then["centre"]["genome"] == there["centre"]["genome"]
+    assert json.loads((runs["full"].run_dir / "eval_test_gen3.json").read_text()) == then
+    with pytest.raises(ConfigError, match="not both"):
+        evaluate_run(runs["full"].run_dir, export_dir=runs["root"], generation=3)
+
+
 def test_foreign_and_corrupt_directories_name_the_file(tmp_path: Path, runs: dict[str, Any]) -> None:
     with pytest.raises(RunDirError, match="no run directory"):
         RunDir.open(tmp_path / "absent")

@@ -142,6 +142,14 @@ def test_cli_eval_unknown_split_is_a_clear_error(tmp_path: Path, toy_overrides: 
     assert main(["eval", "--run-dir", str(run_dir), "--split", "validation"]) == 2
     err = capsys.readouterr().err
     assert "split='validation'" in err and "unknown split" in err
+    # a generation the run has not completed is one line too; generation 0 is the start, scored
+    assert main(["eval", "--run-dir", str(run_dir), "--split", "test", "--generation", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "generation 2:" in err and "0..1 can be rebuilt" in err and err.count("\n") == 1
+    assert main(["eval", "--run-dir", str(run_dir), "--split", "test", "--n-tasks", "1", "--generation", "0",
+                 "--no-baseline", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["centre"]["generation"] == 0
+    assert (run_dir / "eval_test_gen0.json").is_file()
 
 
 def _esopt(args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
