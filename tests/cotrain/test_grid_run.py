@@ -181,6 +181,32 @@ def test_report_merges_the_two_directories(grid: Grid) -> None:
     assert os.path.getsize(grid.results.parent / "grid-tiers.png") > 0
 
 
+@pytest.mark.slow
+@pytest.mark.browser
+def test_held_out_success_by_generation_scores_earlier_centres_once(grid: Grid, tmp_path: Path,
+                                                                     chromium_path: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks.heldout_by_generation on the tiny grid: generation 0 is the start (the same rewards as
+    the start arm, scored apart), generation 1 an earlier centre; a second call scores nothing again."""
+    from benchmarks import heldout_by_generation as by_gen
+
+    monkeypatch.setenv("WEBARENA_CHROMIUM", chromium_path)
+    args = ["--grid", str(grid.out_a), "--arms", "both", "--generations", "0", "1", "2", "--out",
+            str(tmp_path / "by_gen")]
+    assert by_gen.main(args) == 0
+    scored = json.loads((tmp_path / "by_gen.json").read_text())["scored"]
+    start = json.loads((grid.out_a / A / "start" / "result.json").read_text())
+    assert set(scored) == {f"{A}/both/seed0"} and set(scored[f"{A}/both/seed0"]) == {"0", "1"}  # 2 is final
+    assert scored[f"{A}/both/seed0"]["0"] == start["rewards"]
+    assert f"| {A}/both/seed0 | 1 |" in (tmp_path / "by_gen.md").read_text()
+
+    def never(*_: object) -> None:
+        raise AssertionError("scored again")
+
+    monkeypatch.setattr(by_gen, "score", never)
+    assert by_gen.main(args) == 0
+
+
 def test_a_run_is_refused_in_another_dtype_than_its_settings_start(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A trained run is paired with its setting's start: when ``dtype = "auto"`` would resolve here to another
