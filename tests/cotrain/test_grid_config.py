@@ -117,6 +117,31 @@ def test_prior_grids_run_with_the_fitted_weights_on_every_arm(name: str, priors:
             assert not {e.task_id for e in memory.exemplars} & set(run.tasks.all_heldout)
 
 
+@pytest.mark.parametrize("name", ["grid_anchor.toml", "grid_anchor9.toml"])
+def test_the_anchored_grids_reuse_the_tiebreak_runs_and_change_only_co_evolution(name: str) -> None:
+    """Their start, prompts and weights runs are grid_tiebreak's (the same overrides and config digests, so
+    the copied results are accepted); `both` anchors its first pair and keeps the budget of the other arms."""
+    tiebreak = {r.key: r for r in plan_grid(load_grid_config(REPO / "configs" / "grid_tiebreak.toml"))}
+    grid = load_grid_config(REPO / "configs" / name)
+    runs = plan_grid(grid)
+    assert {r.setting.name for r in runs} == {"embedded_shopping_admin_t1"}
+    for run in runs:
+        if run.arm == "both":
+            cfg = run_config(grid, run.overrides, run.arm)
+            assert cfg.es.distribution.anchor_pairs == 1 and cfg.es.distribution.evolve_prompts
+            assert (cfg.es.generations, cfg.prompts.mutation) == ((9, False) if name == "grid_anchor9.toml"
+                                                                  else (8, True))
+            if run.key in tiebreak:  # a changed run: the grid would refuse the tie-break's result for it
+                assert run.config_sha256 != tiebreak[run.key].config_sha256
+        elif run.key in tiebreak:  # seeds 6-9 are new to this grid
+            assert (run.overrides, run.config_sha256) == (tiebreak[run.key].overrides,
+                                                          tiebreak[run.key].config_sha256)
+    budgets = {r.arm: r.budget for r in runs if r.seed == 0 and r.arm != "start"}
+    assert {(b.episodes, b.steps) for b in budgets.values() if b is not None} == {(72, 216)}
+    assert budgets["both"] is not None and budgets["both"].reflection_episodes == (
+        0 if name == "grid_anchor9.toml" else 8)
+
+
 def test_planned_budget_counts_rollouts_reflections_and_evals() -> None:
     cfg = load_config(BASE, ["prompts.mutation=true", "es.generations=5", "prompts.reflect_rate=0.5",
                              "prompts.mutate_every=2", "prompts.reflect_tasks=3", "eval.every=2",
