@@ -19,22 +19,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.compare_grids import collect
 from cotrain.checkpoint import atomic_write_json, atomic_write_text
-from cotrain.grid import RESULT_FILE, read_result
 
 
 def finished_runs(grid: Path, arms: Sequence[str], settings: Sequence[str] | None) -> list[dict[str, Any]]:
     """The finished trained runs of ``arms`` under a grid directory whose run directory is there."""
-    out = []
-    for path in sorted(grid.rglob(RESULT_FILE)):
-        result = read_result(path)
-        if result is None or result["arm"] not in arms or "run_dir" not in result:
-            continue
-        if settings and result["setting"] not in settings:
-            continue
-        if (grid / result["run_dir"] / "run.json").is_file():
-            out.append(result)
-    return out
+    return [result for result in collect(grid).values()
+            if result["arm"] in arms and "run_dir" in result
+            and (not settings or result["setting"] in settings)
+            and (grid / result["run_dir"] / "run.json").is_file()]
 
 
 def score(grid: Path, result: Mapping[str, Any], generation: int) -> dict[str, float]:

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from cotrain.distribution_config import CoEvolutionConfig
+from cotrain.distribution_config import CoEvolutionConfig, draws_per_generation
 from cotrain.errors import ConfigError
 from cotrain.shaping import ShapingConfig
 from es_agent.specs import AgentSpec, EnvSpec
@@ -191,7 +191,8 @@ class ESConfig:
         if dist.antithetic and dist.evolve_weights and self.population % 2:
             raise _fail("es.population", f"must be even with antithetic pairs, got {self.population}")
         if dist.anchor_pairs and dist.evolve_prompts:
-            draws = self.population // 2 if dist.antithetic and dist.evolve_weights else self.population
+            draws = draws_per_generation(self.population, antithetic=dist.antithetic,
+                                         evolve_weights=dist.evolve_weights)
             if dist.anchor_pairs >= draws:
                 raise _fail("es.anchor_pairs", f"{dist.anchor_pairs} anchored draw(s) of the {draws} of a "
                             f"population of {self.population} leave no sampled genome: anchor fewer")

@@ -49,7 +49,8 @@ import numpy as np
 import torch
 from evotorch.distributions import Distribution
 
-from cotrain.distribution_config import CoEvolutionConfig
+from cotrain.config import OMIT_WHEN_DEFAULT
+from cotrain.distribution_config import CoEvolutionConfig, draws_per_generation
 from cotrain.errors import DistributionError
 from cotrain.schedule import cosine_sigma
 from cotrain.shaping import ShapingConfig, as_reward_matrix, shape_fitness
@@ -61,7 +62,7 @@ SERIAL_FORMAT = "cotrain.CoEvolutionDistribution/1"
 
 _CONFIG_FIELDS = tuple(f.name for f in fields(CoEvolutionConfig))
 _OMITTED_AT_DEFAULT = {f.name: f.default for f in fields(CoEvolutionConfig)
-                       if f.metadata.get("omit_when_default")}
+                       if f.metadata.get(OMIT_WHEN_DEFAULT)}
 """Fields added after runs were logged: left out of :meth:`CoEvolutionDistribution.to_dict` at their default,
 so the logs of earlier runs stay what they were."""
 
@@ -328,7 +329,7 @@ class CoEvolutionDistribution(Distribution):
             )
         gen = _resolve_generator(generator) or self.make_generator()
         env_seed = int(torch.randint(0, SEED_BOUND, (1,), generator=gen))
-        n_draws = num // 2 if paired else num
+        n_draws = draws_per_generation(num, antithetic=p["antithetic"], evolve_weights=p["evolve_weights"])
         if p["evolve_weights"]:
             seeds = torch.randint(0, SEED_BOUND, (n_draws,), generator=gen, dtype=torch.int64)
             signs = torch.ones(n_draws, dtype=torch.float64)

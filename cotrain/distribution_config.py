@@ -16,6 +16,12 @@ _FLOAT_FIELDS = ("sigma_0", "sigma_min", "learning_rate", "prompt_learning_rate"
 _BOOL_FIELDS = ("antithetic", "evolve_weights", "evolve_prompts")
 
 
+def draws_per_generation(population: int, *, antithetic: bool, evolve_weights: bool) -> int:
+    """The draws (noise seeds and genomes) of a population: one per antithetic pair when the weights evolve
+    with antithetic sampling, else one per row."""
+    return population // 2 if antithetic and evolve_weights else population
+
+
 @dataclass(frozen=True)
 class CoEvolutionConfig:
     """Hyperparameters of :class:`CoEvolutionDistribution` (all of them travel in its ``parameters``)."""
