@@ -16,8 +16,11 @@ Layout of ``--out``::
 A run with a result file is never run again; a run directory without one is resumed (an interrupted
 invocation, or a crash, loses at most the generation in progress); a run whose lock another job holds is
 skipped. ``--jobs N`` runs N child processes (one torch thread each) that take the pending runs in plan
-order, each run by exactly one of them (the lock). Another invocation, with other filters, completes the same
-grid; results of several ``--out`` directories merge into one report (:mod:`cotrain.grid_report`).
+order, each run by exactly one of them (the lock). The jobs stop with the invocation: an interrupted one
+(Ctrl-C, or SIGINT to its pid alone) interrupts them and waits for them (:data:`JOB_STOP_GRACE_S`), and a
+job whose invocation is gone (SIGTERM, SIGKILL) interrupts itself, so no job goes on training unwatched.
+Another invocation, with other filters, completes the same grid; results of several ``--out`` directories
+merge into one report (:mod:`cotrain.grid_report`).
 
 Scoring: a trained run's centre (its final weights, sigma 0, most probable genome) and the ``start`` arm are
 scored on the same held-out tasks (``test`` and ``test_unseen`` of the tier, restricted to the site family)
@@ -31,8 +34,10 @@ import fcntl
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -64,6 +69,11 @@ RESULT_FORMAT = "esopt-grid-result/1"
 RESULT_FILE = "result.json"
 LOCK_FILE = "grid.lock"
 _CHILD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+JOB_STOP_GRACE_S = 20.0
+"""How long an interrupted job may take to stop (its generation in progress is dropped) before it is
+killed; below ``esopt``'s own grace period, so the invocation never exits before its jobs."""
+PARENT_POLL_S = 1.0
+"""How often a job checks that the invocation that started it is still there."""
 
 
 @dataclass(frozen=True)
@@ -477,12 +487,16 @@ def run_grid(grid: GridConfig, out: str | Path, *, jobs: int = 1, settings: Sequ
         queue.parent.mkdir(exist_ok=True)
         atomic_write_json(queue, {"base": str(grid.base), "out": str(out.resolve()), "deadline": deadline,
                                   "runs": [r.to_dict() for r in todo]})
+        children: list[subprocess.Popen[bytes]] = []
         try:
-            command = [sys.executable, "-m", "cotrain.grid", str(queue)]
-            children = [subprocess.Popen(command, env={**os.environ, **_CHILD_ENV})
-                        for _ in range(min(jobs, len(todo)))]
+            command = [sys.executable, "-m", "cotrain.grid", str(queue), str(os.getpid())]
+            for _ in range(min(jobs, len(todo))):
+                children.append(subprocess.Popen(command, env={**os.environ, **_CHILD_ENV}))
             for child in children:
                 child.wait()
+        except BaseException:  # Ctrl-C (or an error) here: the jobs stop too, never left training unwatched
+            stop_jobs(children)
+            raise
         finally:
             queue.unlink(missing_ok=True)
         for r in todo:
@@ -500,10 +514,58 @@ def run_grid(grid: GridConfig, out: str | Path, *, jobs: int = 1, settings: Sequ
     return outcome
 
 
+def stop_jobs(children: Sequence[subprocess.Popen[bytes]], grace: float = JOB_STOP_GRACE_S) -> None:
+    """Interrupt the jobs still running (SIGINT: each keeps its run's last completed generation) and wait for
+    them; one still running after ``grace`` seconds is killed (a run directory stays resumable)."""
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + grace
+    for child in children:
+        try:
+            child.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def watch_parent(parent: int, poll: float = PARENT_POLL_S,
+                 grace: float = JOB_STOP_GRACE_S) -> threading.Thread:
+    """Start a daemon thread that interrupts this process (SIGINT) once ``parent`` is no longer its parent
+    (the invocation died without stopping its jobs: SIGTERM, SIGKILL), and ends it ``grace`` seconds later if
+    the interrupt was lost."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll)
+        print(f"grid job {os.getpid()}: the grid process {parent} is gone; stopping", flush=True)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(grace)
+        os._exit(130)
+
+    thread = threading.Thread(target=watch, name="grid-parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    """A job's SIGINT: note the interrupt (a browser killed by the same signal is the interrupt, not a failed
+    run) and raise KeyboardInterrupt, once: a terminal's Ctrl-C reaches the job twice (directly and forwarded
+    by the invocation), and the second must not break the first one's cleanup."""
+    from es_agent import interrupt
+
+    if interrupt.requested():
+        return
+    interrupt.request()
+    signal.default_int_handler(signum, frame)
+
+
 def work_queue(queue: Path) -> int:
     """A child job: run the queue's runs in order, each one whose lock it takes and that has no result;
     returns 1 when one of its runs failed (its error is in the run's ``error.txt``), else 0."""
     import torch
+
+    from es_agent import interrupt
 
     torch.set_num_threads(1)
     spec = read_json(queue, GridError)
@@ -533,6 +595,8 @@ def work_queue(queue: Path) -> int:
             except Exception as exc:  # recorded for the parent and the next invocation; the job goes on
                 import traceback
 
+                interrupt.raise_if_requested(exc)  # a failure caused by the interrupt is the interrupt
+
                 error.write_text(traceback.format_exc() + f"\n{type(exc).__name__}: {exc}\n")
                 print(f"{run.key}: FAILED: {type(exc).__name__}: {exc}", flush=True)
                 status = 1
@@ -540,6 +604,9 @@ def work_queue(queue: Path) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGINT, _on_sigint)
+    if len(sys.argv) > 2:
+        watch_parent(int(sys.argv[2]))
     try:
         raise SystemExit(work_queue(Path(sys.argv[1])))
     except KeyboardInterrupt:

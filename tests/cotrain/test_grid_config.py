@@ -142,6 +142,23 @@ def test_the_anchored_grids_reuse_the_tiebreak_runs_and_change_only_co_evolution
         0 if name == "grid_anchor9.toml" else 8)
 
 
+def test_the_long_grid_doubles_every_arms_budget_and_reuses_the_start() -> None:
+    """grid_long: the anchored grid at 144 episodes per arm (weights 18 updates on the 16-generation sigma
+    schedule), with grid_tiebreak's start run (same overrides and digest, so its copied result is reused)."""
+    tiebreak = {r.key: r for r in plan_grid(load_grid_config(REPO / "configs" / "grid_tiebreak.toml"))}
+    grid = load_grid_config(REPO / "configs" / "grid_long.toml")
+    runs = plan_grid(grid)
+    start = next(r for r in runs if r.arm == "start")
+    assert (start.overrides, start.config_sha256) == (tiebreak[start.key].overrides,
+                                                      tiebreak[start.key].config_sha256)
+    budgets = {r.arm: r.budget for r in runs if r.seed == 0 and r.arm != "start"}
+    assert {(b.episodes, b.steps) for b in budgets.values() if b is not None} == {(144, 432)}
+    weights = run_config(grid, next(r for r in runs if r.arm == "weights").overrides, "weights")
+    assert (weights.es.generations, weights.es.distribution.total_generations) == (18, 16)
+    both = run_config(grid, next(r for r in runs if r.arm == "both").overrides, "both")
+    assert (both.es.generations, both.es.distribution.anchor_pairs, both.prompts.mutation) == (16, 1, True)
+
+
 def test_planned_budget_counts_rollouts_reflections_and_evals() -> None:
     cfg = load_config(BASE, ["prompts.mutation=true", "es.generations=5", "prompts.reflect_rate=0.5",
                              "prompts.mutate_every=2", "prompts.reflect_tasks=3", "eval.every=2",
