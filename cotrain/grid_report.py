@@ -7,8 +7,9 @@ tasks, 95 % bootstrap CI, :mod:`cotrain.grid_stats`), paired against ``start`` (
 env seed) and between arms (``both`` against ``prompts`` and ``weights``, on the seeds both have). The two
 headline lines (a setting joins the co-evolution line once its three trained arms share at least 2 seeds, and
 is compared on those: extending a grid by more seeds keeps its finished settings counted); the per-tier gain
-of every arm over ``start`` (settings of a tier pooled, task columns side by side); the budget table (planned
-and actual episodes and steps); the runs still pending.
+of every arm over ``start`` (settings of a tier pooled, task columns side by side); where the gains are (per
+held-out task, how many seeds of each arm solve it, and the (seed, task) cells each arm gained and lost
+against ``start``); the budget table (planned and actual episodes and steps); the runs still pending.
 """
 
 from __future__ import annotations
@@ -176,7 +177,8 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
                          "at_least": means["both"] >= max(means["prompts"], means["weights"])})
         settings[s.name] = {"model": s.model, "family": s.family, "tier": s.tier, "arms": arms,
                             "comparisons": comparisons,
-                            "start_rewards": start["rewards"] if start else None}
+                            "start_rewards": start["rewards"] if start else None,
+                            "per_task": per_task_outcomes(start, trained) if start else None}
     tiers: dict[str, dict[str, Any]] = {}
     for tier, by_arm in sorted(per_tier.items()):
         tiers[str(tier)] = {}
@@ -200,6 +202,28 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
         "pending": [k for k in keys if k not in results],
         "expected_runs": len(keys),
     }
+
+
+def per_task_outcomes(start: Mapping[str, Any],
+                      trained: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    """Where a setting's gains are: per held-out task of ``start`` (``test`` first), whether the start solves
+    it and how many of each arm's seeds solve it (``[solved, seeds]``); per arm, the (seed, task) cells it
+    gained (solved where the start fails) and lost (the reverse) of all its cells."""
+    tasks = [(split, t) for split in HELDOUT_SPLITS for t in start["tasks"][split]]
+    rows = [{"task": t, "split": split, "start": _solved(start, t),
+             "arms": {arm: [sum(_solved(r, t) for r in runs), len(runs)] for arm, runs in trained.items()
+                      if runs}} for split, t in tasks]
+    cells = {}
+    for arm, runs in trained.items():
+        if runs:
+            outcomes = [(_solved(start, t), _solved(r, t)) for r in runs for _, t in tasks]
+            cells[arm] = {"gained": sum(not a and b for a, b in outcomes),
+                          "lost": sum(a and not b for a, b in outcomes), "cells": len(outcomes)}
+    return {"tasks": rows, "cells": cells}
+
+
+def _solved(result: Mapping[str, Any], task: Any) -> bool:
+    return bool(result["rewards"][str(task)] >= 1.0)
 
 
 def _pool(diffs: Sequence[np.ndarray]) -> np.ndarray | None:
@@ -314,6 +338,20 @@ def render_markdown(report: Mapping[str, Any], pngs: Mapping[str, str]) -> str:
               "", *_table(["tier", *arms], rows)]
     if "tiers" in pngs:
         lines += ["", f"![gain per tier]({pngs['tiers']})"]
+    lines += ["", "## Where the gains are: per held-out task, the seeds whose centre solves it (start: 1 = "
+              "solved), and the (seed, task) cells each arm gained and lost against start"]
+    for name, s in report["settings"].items():
+        per_task = s.get("per_task")
+        if not per_task:
+            continue
+        names = list(per_task["cells"])
+        rows = [[str(r["task"]), r["split"], str(int(r["start"])),
+                 *(f"{r['arms'][arm][0]}/{r['arms'][arm][1]}" if arm in r["arms"] else "-" for arm in names)]
+                for r in per_task["tasks"]]
+        cells = per_task["cells"]
+        rows.append(["gained / lost cells", "", "",
+                     *(f"+{cells[a]['gained']} / -{cells[a]['lost']} of {cells[a]['cells']}" for a in names)])
+        lines += ["", f"{name}:", "", *_table(["task", "split", "start", *names], rows)]
     rows = []
     for name, s in report["settings"].items():
         for arm, a in s["arms"].items():

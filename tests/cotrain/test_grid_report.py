@@ -78,6 +78,16 @@ def test_report_on_hand_computed_outcomes_with_a_merged_directory(tmp_path: Path
     assert report["tiers"]["1"]["weights"]["mean"] == 0.25
     assert f"{s2}/weights/seed1" in report["pending"] and f"{s2}/both/seed0" in report["pending"]
     assert not any(k.startswith(s1) for k in report["pending"])
+    per_task = report["settings"][s1]["per_task"]
+    assert [(r["task"], r["split"], r["start"]) for r in per_task["tasks"]] == [
+        (1, "test", True), (2, "test", False), (3, "test_unseen", False), (4, "test_unseen", False)]
+    assert [r["arms"]["both"] for r in per_task["tasks"]] == [[2, 2], [2, 2], [2, 2], [0, 2]]
+    # both: tasks 2 and 3 gained in 2 seeds each, nothing lost, of 2 seeds x 4 tasks
+    assert per_task["cells"] == {"prompts": {"gained": 0, "lost": 0, "cells": 8},
+                                 "weights": {"gained": 2, "lost": 0, "cells": 8},
+                                 "both": {"gained": 4, "lost": 0, "cells": 8}}
+    s2_cells = report["settings"][s2]["per_task"]["cells"]
+    assert s2_cells == {"weights": {"gained": 1, "lost": 0, "cells": 4}}  # arms without runs are left out
     lines = headline_lines(report)
     assert lines[0].startswith("co-evolution beats both matched single-space arms in 1 of 1 settings")
     assert lines[1].startswith("weights-only ES changes held-out success by +25.0 points (95 % CI ")
@@ -88,6 +98,8 @@ def test_report_on_hand_computed_outcomes_with_a_merged_directory(tmp_path: Path
     markdown = paths[1].read_text()
     assert "| tiny0_shopping_t1 | weights | 2 | 100.0 [100.0, 100.0] | 0.0 [0.0, 0.0] | 50.0" in markdown
     assert "| tiny0_shopping_t1 | weights | 0/2 1/2 | all rewards tie | 0.250 |" in markdown
+    assert "| 3 | test_unseen | 0 | 0/2 | 0/2 | 2/2 |" in markdown  # prompts, weights, both
+    assert "| gained / lost cells |  |  | +0 / -0 of 8 | +2 / -0 of 8 | +4 / -0 of 8 |" in markdown
     assert all(p.stat().st_size > 0 for p in paths)
 
 
