@@ -87,8 +87,13 @@ def outcome_matrix(runs: Sequence[Mapping[str, Any]], split: str) -> np.ndarray:
     rows = []
     for r in runs:
         tasks = _split_tasks(r, split)
-        rows.append([1.0 if r["rewards"][str(t)] >= 1.0 else 0.0 for t in tasks])
+        rows.append([float(_solved(r, t)) for t in tasks])
     return np.asarray(rows, dtype=np.float64)
+
+
+def _solved(result: Mapping[str, Any], task: Any) -> bool:
+    """Whether the run solved ``task`` (reward >= 1): success, everywhere in the report."""
+    return bool(result["rewards"][str(task)] >= 1.0)
 
 
 def _split_tasks(result: Mapping[str, Any], split: str) -> list[Any]:
@@ -222,8 +227,6 @@ def per_task_outcomes(start: Mapping[str, Any],
     return {"tasks": rows, "cells": cells}
 
 
-def _solved(result: Mapping[str, Any], task: Any) -> bool:
-    return bool(result["rewards"][str(task)] >= 1.0)
 
 
 def _pool(diffs: Sequence[np.ndarray]) -> np.ndarray | None:
