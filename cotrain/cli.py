@@ -5,7 +5,8 @@
     esopt eval   --run-dir DIR [--split S] [--n-tasks N] [--export DIR | --generation G] [--no-baseline]
     esopt export --run-dir DIR --out DIR
     esopt grid   --config FILE --out DIR [--jobs N] [--settings S ...] [--arms A ...] [--seeds K ...]
-                 [--max-runs N] [--budget-minutes M] [--report-only] [--merge DIR ...] [--results PREFIX]
+                 [--max-runs N] [--budget-minutes M] [--report-only | --plan] [--merge DIR ...]
+                 [--results PREFIX]
 
 Errors of configuration, run directories, checkpoints, models and devices (``CotrainError`` and
 ``EsAgentError``) print one line and exit with status 2; an interrupt exits with 130 and leaves the run
@@ -186,6 +187,9 @@ def _add_grid_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("--merge", nargs="+", default=[], metavar="DIR", help="other grid directories whose "
                    "results join the report")
     p.add_argument("--results", help="report prefix (default: grid.results of the grid file)")
+    p.add_argument("--plan", action="store_true", help="run nothing, write nothing: print the (filtered) "
+                   "runs finished, running and to run, and the compute and wall time left on --jobs, priced "
+                   "by the finished runs of --out and --merge")
 
 
 def _grid(args: argparse.Namespace) -> int:
@@ -194,6 +198,14 @@ def _grid(args: argparse.Namespace) -> int:
     from cotrain.grid_report import write_report
 
     grid = load_grid_config(args.config)
+    if args.plan:
+        from cotrain.grid import plan_grid
+        from cotrain.grid_plan import format_plan, price_runs
+
+        plan = plan_grid(grid, settings=args.settings, arms=args.arms, seeds=args.seeds)
+        print(f"grid plan: {args.config} in {args.out}, {len(plan)} run(s)")
+        print(format_plan(price_runs(plan, Path(args.out), [Path(d) for d in args.merge]), args.jobs))
+        return 0
     status = 0
     if not args.report_only:
         outcome = run_grid(grid, args.out, jobs=args.jobs, settings=args.settings, arms=args.arms,

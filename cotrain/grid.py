@@ -236,6 +236,19 @@ def run_lock(folder: Path, owner: str = "") -> Iterator[bool]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def lock_held(folder: Path) -> bool:
+    """Whether a process holds ``folder``'s grid lock now; only looks (takes nothing, writes nothing)."""
+    if not (folder / LOCK_FILE).is_file():
+        return False
+    with open(folder / LOCK_FILE) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
 def lock_owner(folder: Path) -> str:
     """The ``owner`` its last holder wrote into ``folder``'s grid lock ("" when none is recorded)."""
     try:
@@ -507,10 +520,8 @@ def run_grid(grid: GridConfig, out: str | Path, *, jobs: int = 1, settings: Sequ
                 outcome.failed[r.key] = failure.read_text().strip().splitlines()[-1:][0]
     outcome.pending = [r.key for r in plan if finished_result(r, out) is None]
     for r in plan:
-        if r.key in outcome.pending and r.key not in outcome.failed and (r.folder(out) / LOCK_FILE).is_file():
-            with run_lock(r.folder(out)) as mine:
-                if not mine:
-                    outcome.held_elsewhere.append(r.key)
+        if r.key in outcome.pending and r.key not in outcome.failed and lock_held(r.folder(out)):
+            outcome.held_elsewhere.append(r.key)
     return outcome
 
 

@@ -1,7 +1,8 @@
 """``esopt grid`` never leaves a job training on its own: a real invocation (tiny random Qwen, embedded sites)
 is interrupted with SIGINT sent to its pid alone (not a terminal's Ctrl-C, which reaches the whole group), and
 then killed outright (SIGKILL, as an out-of-memory kill or a scheduler would); its job process stops both
-times, and the run directory it leaves is resumed by the next invocation."""
+times, and the run directory it leaves is resumed by the next invocation. ``esopt grid --plan`` sees the run
+training while its job holds the lock, and to run again from the generations it kept once stopped."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
+
+from cotrain.grid import plan_grid
+from cotrain.grid_config import load_grid_config
+from cotrain.grid_plan import RUNNING, TO_RUN, price_runs
 
 pytestmark = pytest.mark.slow
 
@@ -104,13 +109,19 @@ def test_an_interrupted_or_killed_grid_stops_its_job_and_the_run_resumes(tmp_pat
     (tmp_path / "grid.toml").write_text(GRID)
     out = tmp_path / "out"
 
+    plan = plan_grid(load_grid_config(tmp_path / "grid.toml"), arms=["weights"])
+
     parent, job = _start_grid(tmp_path, out)
+    (training,) = price_runs(plan, out)  # esopt grid --plan, while the job holds the run's lock
+    assert training.status == RUNNING and 0 < training.done < 1
     os.kill(parent.pid, signal.SIGINT)  # the invocation alone: its job gets no signal from a terminal
     assert parent.wait(timeout=120) == 130
     assert not _alive(job), "the interrupted invocation left its job running"
     assert not (out / LOCK.parent / "error.txt").exists()  # an interrupt is not a failed run
     kept = _generations(out)
     assert kept >= 1
+    (stopped,) = price_runs(plan, out)  # to run again, from the generations its directory kept
+    assert stopped.status == TO_RUN and stopped.done == pytest.approx(kept / 400)
 
     parent, job = _start_grid(tmp_path, out)  # resumes the run directory (more generations than kept)
     os.kill(parent.pid, signal.SIGKILL)

@@ -1,0 +1,90 @@
+"""``esopt grid --plan`` (cotrain.grid_plan): unfinished runs priced per planned episode by the finished ones
+(hand-built results, hand-computed seconds), the fallbacks when a setting or arm has no finished run, and the
+command on the committed grid_long results, which it reads without writing anything."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from cotrain import cli
+from cotrain.grid import RESULT_FORMAT, GridRun, run_lock
+from cotrain.grid_config import Budget, Setting, SettingTasks
+from cotrain.grid_plan import FINISHED, RUNNING, TO_RUN, format_plan, price_runs, wall_seconds
+
+REPO = Path(__file__).resolve().parents[2]
+TASKS = SettingTasks((1, 2), {"test": (3, 4, 5), "test_unseen": (6,)})
+SHOP, FORUM = Setting("tiny:0", "shopping", 1), Setting("tiny:0", "reddit", 1)
+
+
+def _run(arm: str, seed: int | None, episodes: int = 100, setting: Setting = SHOP) -> GridRun:
+    budget = None if seed is None else Budget(episodes, 0, 0, 3)
+    return GridRun(setting, arm, seed, (f"x={arm}{seed}",), TASKS, budget)
+
+
+def _finish(out: Path, run: GridRun, seconds: float) -> None:
+    """A result file as the grid writes one (only the fields the plan reads, and the identity checks)."""
+    folder = run.folder(out)
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text(json.dumps({
+        "format": RESULT_FORMAT, "key": run.key, "setting": run.setting.name, "arm": run.arm,
+        "seed": run.seed, "overrides": list(run.overrides), "tasks": TASKS.to_dict()["heldout"],
+        "budget_planned": run.budget.to_dict() if run.budget else None, "seconds": seconds}))
+
+
+def test_unfinished_runs_cost_the_finished_runs_seconds_per_episode(tmp_path: Path) -> None:
+    out, other = tmp_path / "grid", tmp_path / "earlier"
+    start, w0, b0, w1, b1, w2 = (_run("start", None), _run("weights", 0), _run("both", 0), _run("weights", 1),
+                                 _run("both", 1), _run("weights", 2))
+    _finish(out, start, 40.0)                     # 4 held-out tasks: 10 s each
+    _finish(out, w0, 600.0)                       # 6 s per episode
+    _finish(out, b0, 900.0)                       # 9 s per episode
+    _finish(other, _run("weights", 7, episodes=50), 200.0)  # another grid's budget: 4 s per episode
+    with run_lock(b1.folder(out), "a job") as mine:  # held: the run is training in another process
+        assert mine
+        costs = {c.key: c for c in price_runs([start, w0, b0, w1, b1, w2], out, [other])}
+    assert [costs[r.key].status for r in (start, w0, b0)] == [FINISHED] * 3
+    assert (costs[b1.key].status, costs[w1.key].status) == (RUNNING, TO_RUN)
+    assert costs[w1.key].seconds == costs[w2.key].seconds == pytest.approx(500.0)  # mean(6, 4) x 100
+    assert costs[w1.key].basis == "2 finished weights runs of tiny0_shopping_t1"
+    assert costs[b1.key].seconds == pytest.approx(900.0)
+    left = [c.seconds for c in costs.values() if c.status != FINISHED]
+    assert wall_seconds(left, 2) == pytest.approx(1000.0)  # 900 | 500 + 500
+    assert wall_seconds(left, 1) == pytest.approx(1900.0)
+    assert wall_seconds([5, 4, 3, 3, 3], 2) == 10  # longest first: 5+3+... is greedy, not optimal (9)
+    text = format_plan(list(costs.values()), 2)
+    assert "tiny0_shopping_t1  weights  1         0        2       100 episodes  10.0" in text
+    assert "about 0.5 h left in 3 run(s)" in text  # 1900 s
+
+
+def test_without_a_finished_run_of_the_setting_or_arm_the_plan_falls_back_and_says_so(tmp_path: Path) -> None:
+    out = tmp_path / "grid"
+    _finish(out, _run("start", None), 40.0)
+    _finish(out, _run("weights", 0), 600.0)
+    forum_start, forum_weights, forum_both = (
+        _run("start", None, setting=FORUM), _run("weights", 0, setting=FORUM), _run("both", 0, setting=FORUM))
+    costs = {c.key: c for c in price_runs([forum_start, forum_weights, forum_both], out)}
+    assert costs[forum_start.key].seconds == pytest.approx(40.0)
+    assert costs[forum_start.key].basis == "1 finished start runs of other settings"
+    assert costs[forum_weights.key].seconds == pytest.approx(600.0)
+    assert costs[forum_both.key].basis == "1 finished trained runs of other arms"
+    empty = price_runs([_run("both", 3)], tmp_path / "nothing yet")
+    assert empty[0].seconds is None and empty[0].status == TO_RUN
+    assert "1 run(s) with nothing to price them by (tiny0_shopping_t1/both/seed3)" in format_plan(empty, 1)
+
+
+def test_plan_of_the_committed_grid_long_reads_and_writes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    out = REPO / "benchmarks" / "results" / "grid_long_runs"
+    before = sorted((p, os.stat(p).st_mtime_ns) for p in out.rglob("*"))
+    assert cli.main(["grid", "--config", str(REPO / "configs" / "grid_long.toml"), "--out", str(out),
+                     "--plan", "--arms", "start", "weights"]) == 0
+    assert sorted((p, os.stat(p).st_mtime_ns) for p in out.rglob("*")) == before
+    text = capsys.readouterr().out
+    weights = [json.loads(p.read_text()) for p in sorted(out.glob("*/weights/seed*/result.json"))]
+    measured = sum(r["seconds"] for r in weights) / len(weights) / 60
+    row = next(line for line in text.splitlines() if " weights " in line)
+    assert row.split()[2:6] == [str(len(weights)), "0", str(10 - len(weights)), "144"]
+    assert f"{measured:.1f}" in row and f"{len(weights)} finished weights runs" in row
