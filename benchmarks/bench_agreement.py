@@ -548,7 +548,7 @@ def fit_memory_prior(model_name: str, genome: str, train_splits: Sequence[str], 
             bonus = memory.bonuses(found, step.index, scores.candidates, axtree, goal)
             ok = [equivalent(c, step, check) for c in scores.candidates]
             info = {"similarity": found[1] if found else 0.0,
-                    "exemplar_task": found[0].task_id if found else None}
+                    "exemplar_task": found[0].task_id if found else None, "candidates": scores.candidates}
             out.append((step, base, bonus, ok, info))
         return out
 
@@ -562,12 +562,44 @@ def fit_memory_prior(model_name: str, genome: str, train_splits: Sequence[str], 
     fitted = max(grid, key=lambda w: (per_weight[w]["train"]["all"][0], per_weight[w]["train"]["tasks"][0],
                                       -w))
     retrieved = sum(info["similarity"] > 0 for *_, info in held)
+    misses = [miss for step, base, bonus, ok, info in held
+              if (miss := step_miss(step, info["candidates"], add_goal_prior(base, bonus, fitted), ok))
+              is not None]
     return {"model": model_name, "genome": genome, "scoring": scoring, "prior_weight": prior_weight,
             "goal_prior": goal_prior, "answer_prior": answer_prior, "version": version,
             "abstract_instances": abstract_instances,
             "train_splits": list(train_splits), "heldout_splits": list(heldout_splits),
             "exemplars": len(memory), "heldout_steps_with_exemplar": [retrieved, len(held)],
-            "memory_prior": fitted, "grid": [{"memory_prior": w, **per_weight[w]} for w in grid]}
+            "memory_prior": fitted, "grid": [{"memory_prior": w, **per_weight[w]} for w in grid],
+            "heldout_misses": misses, "heldout_miss_ranks": miss_ranks(misses)}
+
+
+def step_miss(step: Any, candidates: Sequence[str], scores: Sequence[float], ok: Sequence[bool]
+              ) -> dict[str, Any] | None:
+    """Where a step the policy gets wrong went wrong (``None`` when it agrees): its pick, and the rank (1 =
+    best) and score gap of the best candidate equivalent to the reference (rank ``None``: no candidate is)."""
+    from es_agent.decoding import best_index
+
+    pick = best_index(list(scores))
+    if ok[pick]:
+        return None
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])
+    rank = next((r for r, i in enumerate(order, 1) if ok[i]), None)
+    return {"split": step.split, "task_id": step.task_id, "index": step.index, "kind": step.kind,
+            "reference": step.action, "pick": candidates[pick], "candidates": len(candidates),
+            "reference_rank": rank,
+            "gap": None if rank is None else rnd(scores[pick] - scores[order[rank - 1]])}
+
+
+def miss_ranks(misses: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """How far the reference was from the pick, over the missed steps: unreachable (no equivalent candidate),
+    ranked 2nd, 3rd-5th, or lower."""
+    out = {"unreachable": 0, "2nd": 0, "3rd-5th": 0, "lower": 0}
+    for miss in misses:
+        rank = miss["reference_rank"]
+        key = "unreachable" if rank is None else "2nd" if rank == 2 else "3rd-5th" if rank <= 5 else "lower"
+        out[key] += 1
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- reporting
@@ -687,6 +719,9 @@ def cli(argv: list[str] | None = None) -> int:
                              "(es_agent.memory), per memory_prior weight, on the training steps (leave one "
                              "task out) and on --splits; the scoring of --fit-scoring plus --goal-prior and "
                              "--answer-prior (no model forward: cached scores)")
+    parser.add_argument("--misses", action="store_true",
+                        help="with --fit-memory-prior: print every held-out step missed at the fitted weight "
+                             "(its pick, and the reference's rank and score gap)")
     parser.add_argument("--memory-out", type=Path, default=None,
                         help="with --fit-memory-prior: write the memory of TRAIN_SPLIT's reference solutions "
                              "here (the file PolicyConfig.memory_file reads)")
@@ -729,6 +764,16 @@ def cli(argv: list[str] | None = None) -> int:
                     print(f"  memory_prior {row['memory_prior']:>6g}: " + "; ".join(
                         f"{part} " + ", ".join(f"{k} {a}/{n}" for k, (a, n) in sorted(row[part].items()))
                         for part in ("train", "heldout")) + mark)
+                ranks = fit["heldout_miss_ranks"]
+                print(f"  held-out steps missed at the fitted weight: {len(fit['heldout_misses'])}; the "
+                      "reference " + ", ".join(f"{k} {n}" for k, n in ranks.items()))
+                if args.misses:
+                    for miss in fit["heldout_misses"]:
+                        where = ("not a candidate" if miss["reference_rank"] is None else
+                                 f"ranked {miss['reference_rank']} of {miss['candidates']}, {miss['gap']:g} "
+                                 "below")
+                        print(f"    {miss['split']} {miss['task_id']} step {miss['index'] + 1} "
+                              f"{miss['kind']}: {miss['reference']!r} {where}; picked {miss['pick']!r}")
                 if args.json:
                     print(json.dumps(fit, indent=1))
         return 0

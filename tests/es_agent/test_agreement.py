@@ -427,3 +427,21 @@ def test_fit_memory_prior_repeats_the_nearest_training_solution_and_never_a_task
     assert by_weight[1.0]["train"]["all"] == [0, 2]  # 1.0 x 1/2 < 1.0: not enough
     assert by_weight[10.0]["train"]["all"] == [2, 2] and by_weight[10.0]["heldout"]["all"] == [1, 1]
     assert fit["heldout_steps_with_exemplar"] == [1, 1]
+    assert fit["heldout_misses"] == [] and sum(fit["heldout_miss_ranks"].values()) == 0  # agrees at 10
+
+
+def test_a_missed_step_reports_the_references_rank_and_gap() -> None:
+    """Hand case: the pick scores 3.0, the only equivalent candidate 2.0 (ranked 2nd, 1.0 below); with no
+    equivalent candidate the reference is unreachable; an agreeing step is no miss."""
+    from benchmarks.bench_agreement import miss_ranks, step_miss
+
+    step = ReferenceStep(7, "tier1_test", 1, {}, "click [3]", (), 2)
+    miss = step_miss(step, ["click [1]", "click [2]", "click [3]"], [3.0, 1.0, 2.0], [False, False, True])
+    assert miss is not None
+    assert (miss["pick"], miss["reference_rank"], miss["gap"], miss["index"]) == ("click [1]", 2, 1.0, 1)
+    unreachable = step_miss(step, ["click [1]", "click [2]"], [3.0, 1.0], [False, False])
+    assert unreachable is not None and unreachable["reference_rank"] is None
+    assert step_miss(step, ["click [3]", "click [1]"], [3.0, 1.0], [True, False]) is None
+    ranks = [None, 2, 3, 5, 6, 40]
+    assert miss_ranks([{"reference_rank": r} for r in ranks]) == {"unreachable": 1, "2nd": 1, "3rd-5th": 2,
+                                                                  "lower": 2}
