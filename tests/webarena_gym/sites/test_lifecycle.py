@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,9 +83,11 @@ def test_sites_listen_on_loopback_only(running_sites: EmbeddedSites) -> None:
 
 
 @contextlib.contextmanager
-def _sites_owner(sites_cache: Path) -> Iterator[tuple[subprocess.Popen[str], int, Path]]:
+def _sites_owner(
+    sites_cache: Path, tmpdir: Path | None = None
+) -> Iterator[tuple[subprocess.Popen[str], int, Path]]:
     """A process that starts embedded sites and then sleeps: the process, its server's pid and its work
-    directory (the process is killed on exit if still running)."""
+    directory (the process is killed on exit if still running). ``tmpdir``: where it makes that directory."""
     script = (
         "import time\n"
         "from webarena_gym.sites import EmbeddedSites\n"
@@ -92,7 +95,8 @@ def _sites_owner(sites_cache: Path) -> Iterator[tuple[subprocess.Popen[str], int
         "print(s.pid, s.db_paths['magento'].parent, flush=True)\n"
         "time.sleep(60)\n"
     )
-    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    env = {**os.environ, "TMPDIR": str(tmpdir)} if tmpdir is not None else None
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert owner.stdout is not None
         server_pid, workdir = owner.stdout.readline().split()
@@ -250,14 +254,21 @@ def test_stale_workdirs_are_those_of_owners_that_are_gone(tmp_path: Path) -> Non
 
 
 def test_a_killed_owners_workdir_is_removed_at_the_next_start(
-    sites_cache: Path, running_sites: EmbeddedSites
+    sites_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with _sites_owner(sites_cache) as (owner, server_pid, workdir):
+    # A private temporary directory: a test worker starting sites beside this one sweeps the shared one, and
+    # would remove the killed owner's directory before this test looks at it.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with (
+        _sites_owner(sites_cache, tmp_path) as (_, _, live_workdir),
+        _sites_owner(sites_cache, tmp_path) as (owner, server_pid, workdir),
+    ):
+        assert workdir.parent == live_workdir.parent == tmp_path
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait(timeout=10)
         assert _wait_gone(server_pid)
         assert workdir.is_dir(), "nothing was left behind to clean up"
         with EmbeddedSites(cache_dir=sites_cache) as again:
             assert not workdir.exists(), "the killed owner's directory was not removed"
-            assert again.workdir is not None and again.workdir.is_dir()
-        assert running_sites.workdir is not None and running_sites.workdir.is_dir(), "a live one was removed"
+            assert again.workdir is not None and again.workdir.parent == tmp_path and again.workdir.is_dir()
+        assert live_workdir.is_dir(), "a live one was removed"
