@@ -5,7 +5,8 @@ Two grid directories made from grid files that differ in one override (for examp
 runs with the same keys, the same training and held-out tasks and the same env seed. This pairs them run by
 run and reports, per setting and arm, the held-out success of each grid and the paired difference ``a - b``
 with a 95 % bootstrap CI over seeds x tasks (:func:`cotrain.grid_stats.paired_estimate`). Only seeds both
-grids finished are paired; a run whose held-out tasks differ between the grids is an error naming it.
+grids finished are paired (``--seeds``: only those of a chosen subset); a run whose held-out tasks differ
+between the grids is an error naming it.
 
     python -m benchmarks.compare_grids --a runs/grid_tiebreak --b runs/grid_memory \\
         --labels tiebreak memory --out benchmarks/results/grid_tiebreak_vs_memory
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,12 +30,13 @@ from cotrain.grid_stats import bootstrap_mean, paired_estimate
 ARM_ORDER = ("start", "prompts", "weights", "both")
 
 
-def collect(folder: Path) -> dict[str, dict[str, Any]]:
-    """Every finished run under a grid directory, by its key (``<setting>/<arm>[/seed<k>]``)."""
+def collect(folder: Path, seeds: Sequence[int] | None = None) -> dict[str, dict[str, Any]]:
+    """Every finished run under a grid directory, by its key (``<setting>/<arm>[/seed<k>]``); with ``seeds``,
+    only the trained runs of those seeds (and the unseeded ``start`` runs)."""
     out = {}
     for path in sorted(folder.rglob(RESULT_FILE)):
         result = read_result(path)
-        if result is not None:
+        if result is not None and (seeds is None or result["seed"] is None or result["seed"] in seeds):
             out[str(result["key"])] = result
     return out
 
@@ -83,13 +87,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--a", type=Path, required=True, help="grid directory with the change")
     parser.add_argument("--b", type=Path, required=True, help="grid directory without it")
     parser.add_argument("--labels", nargs=2, default=("a", "b"), help="names of the two grids")
+    parser.add_argument("--seeds", nargs="+", type=int,
+                        help="pair only the runs of these seeds (e.g. a pre-registered subset)")
     parser.add_argument("--out", type=Path, help="write OUT.md and OUT.json (else print the table)")
     args = parser.parse_args(argv)
     for folder in (args.a, args.b):
         if not folder.is_dir():
             parser.error(f"{folder} is not a directory")
-    command = "python -m benchmarks.compare_grids " + " ".join(argv if argv is not None else [])
-    rows = compare(collect(args.a), collect(args.b))
+    command = "python -m benchmarks.compare_grids " + shlex.join(sys.argv[1:] if argv is None else argv)
+    rows = compare(collect(args.a, args.seeds), collect(args.b, args.seeds))
     text = render(rows, args.labels, command.strip())
     if args.out is None:
         print(text, end="")

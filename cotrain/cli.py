@@ -178,7 +178,8 @@ def _add_grid_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
                    "each)")
     p.add_argument("--settings", nargs="+", help="only these settings (e.g. embedded_shopping_t1)")
     p.add_argument("--arms", nargs="+", help="only these arms (start, prompts, weights, both)")
-    p.add_argument("--seeds", nargs="+", type=int, help="only these seeds")
+    p.add_argument("--seeds", nargs="+", type=int, help="only these seeds (with --report-only: a report of "
+                   "only these seeds' runs, e.g. a pre-registered subset; pair it with --results)")
     p.add_argument("--max-runs", type=int, help="start at most N runs in this invocation")
     p.add_argument("--budget-minutes", type=float, help="start no run after M minutes (runs in progress "
                    "finish; continue later with the same command)")
@@ -223,7 +224,7 @@ def _grid(args: argparse.Namespace) -> int:
         status = EXIT_ERROR if outcome.failed else 0
     command = _grid_command(args)
     paths = write_report(grid, [Path(args.out), *map(Path, args.merge)], results=args.results,
-                         command=command)
+                         command=command, seeds=args.seeds if args.report_only else None)
     print(f"grid report: {', '.join(str(p) for p in paths)}")
     return status
 

@@ -18,6 +18,7 @@ import os
 import platform
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -447,11 +448,16 @@ def plot_tiers(report: Mapping[str, Any], path: Path) -> Path | None:
 
 
 def write_report(grid: GridConfig, dirs: Sequence[Path], *, results: str | Path | None = None,
-                 command: str = "esopt grid") -> list[Path]:
+                 command: str = "esopt grid", seeds: Sequence[int] | None = None) -> list[Path]:
     """Collect the results of ``dirs`` and write ``<results>.json``, ``<results>.md`` and the PNGs
-    (``<results>-<setting>.png``, ``<results>-tiers.png``); returns the paths written."""
+    (``<results>-<setting>.png``, ``<results>-tiers.png``); returns the paths written. ``seeds``: report
+    only the trained runs of these seeds (a pre-registered subset), as if the grid had only them."""
     prefix = Path(results) if results is not None else grid.results
-    report = build_report(grid, collect_results(dirs), command=command, dirs=dirs)
+    found = collect_results(dirs)
+    if seeds is not None:
+        grid = replace(grid, seeds=tuple(seeds))
+        found = {k: r for k, r in found.items() if r["seed"] is None or int(r["seed"]) in grid.seeds}
+    report = build_report(grid, found, command=command, dirs=dirs)
     written: list[Path] = []
     pngs: dict[str, str] = {}
     for name, s in report["settings"].items():

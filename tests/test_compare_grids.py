@@ -62,3 +62,19 @@ def test_the_command_writes_markdown_and_json(tmp_path: Path) -> None:
     assert compare_grids.main(["--a", str(a), "--b", str(b), "--labels", "on", "off", "--out", str(out)]) == 0
     assert "`on` against `off`" in out.with_suffix(".md").read_text()
     assert json.loads(out.with_suffix(".json").read_text())["rows"][0]["a_solved"] == [2]
+
+
+def test_a_seed_subset_pairs_only_those_seeds(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root in (a, b):
+        _write(root, "start", None, {1})
+    _write(a, "weights", 0, {1, 2, 3, 4})
+    _write(b, "weights", 0, {1})
+    _write(a, "weights", 1, {1, 2})
+    _write(b, "weights", 1, {1, 2})
+    rows = compare_grids.compare(compare_grids.collect(a, [1]), compare_grids.collect(b, [1]), n_boot=500)
+    assert [(r["arm"], r["seeds"]) for r in rows] == [("start", [None]), ("weights", [1])]
+    assert rows[1]["a_minus_b"]["mean"] == 0.0
+    out = tmp_path / "cmp"
+    assert compare_grids.main(["--a", str(a), "--b", str(b), "--seeds", "0", "--out", str(out)]) == 0
+    assert json.loads(out.with_suffix(".json").read_text())["rows"][1]["a_minus_b"]["mean"] == 0.75

@@ -139,3 +139,26 @@ def test_the_same_run_with_other_overrides_does_not_merge(tmp_path: Path) -> Non
     assert len(collect_results([a, a])) == 1
     with pytest.raises(GridError, match="no grid directory"):
         collect_results([tmp_path / "missing"])
+
+
+def test_a_report_of_a_seed_subset_keeps_only_those_seeds_and_the_start(tmp_path: Path) -> None:
+    """``seeds``: the report of a pre-registered subset, as if the grid had only those seeds."""
+    out = tmp_path / "g"
+    s1 = "tiny0_shopping_t1"
+    write(out, result(s1, 1, "start", None, [1]))
+    write(out, result(s1, 1, "weights", 0, [1, 2, 3, 4]))   # left out: +75 points would lift the mean
+    write(out, result(s1, 1, "weights", 1, [1]))            # +0
+    write(out, result(s1, 1, "weights", 2, [1, 2]))         # +25
+    g = grid(tmp_path, ["shopping"])
+    paths = write_report(g, [out], results=tmp_path / "subset", seeds=[1, 2], command="c")
+    report = json.loads(paths[0].read_text())
+    assert report["seeds"] == [1, 2]
+    weights = report["settings"][s1]["arms"]["weights"]
+    assert weights["seeds"] == [1, 2]
+    assert weights["splits"]["heldout"]["vs_start"]["mean"] == pytest.approx(0.125)
+    assert report["settings"][s1]["arms"]["start"]["splits"]["heldout"]["mean"]["mean"] == 0.25
+    assert f"{s1}/weights/seed0" not in report["pending"]
+    whole = json.loads(write_report(g, [out], results=tmp_path / "whole", command="c")[0].read_text())
+    assert whole["settings"][s1]["arms"]["weights"]["seeds"] == [0, 1, 2]
+    assert whole["settings"][s1]["arms"]["weights"]["splits"]["heldout"]["vs_start"]["mean"] == \
+        pytest.approx(1 / 3)  # (3 + 0 + 1) of 12 cells
