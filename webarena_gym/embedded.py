@@ -38,21 +38,26 @@ TIERS = (1, 2, 3)
 """Tiers of the bundled task set by reference-solution length: 1-2 steps, 3-4, 5 or more."""
 TIER_SPLITS = tuple(f"tier{tier}_{split}" for tier in TIERS for split in SPLITS)
 """Splits of the tiers (``tier1_train``, ``tier1_test``, ``tier1_test_unseen``, ``tier2_train``, ...)."""
+FRESH_SPLITS = ("tier1_fresh_test", "tier1_fresh_test_unseen")
+"""More held-out instances of tier 1's templates (``test``) and of its held-out templates (``test_unseen``),
+for scoring trained agents on more tasks than their runs were scored on; never trained on."""
 SPLIT_GROUPS: dict[str, tuple[str, ...]] = {
     "all": SPLITS,
-    **{f"tier{tier}": tuple(f"tier{tier}_{split}" for split in SPLITS) for tier in TIERS},
-    "tiers": TIER_SPLITS,
+    **{f"tier{tier}": (*(f"tier{tier}_{split}" for split in SPLITS),
+                       *(s for s in FRESH_SPLITS if s.startswith(f"tier{tier}_"))) for tier in TIERS},
+    "tiers": (*TIER_SPLITS, *FRESH_SPLITS),
 }
 """Names of several splits at once: ``"all"`` (the three bundled splits, not the tiers: unchanged),
-``"tier1"`` (a tier's three splits: the workers' env of a run on that tier) ... and ``"tiers"`` (every tier
-split)."""
+``"tier1"`` (a tier's three splits and its fresh held-out splits: the workers' env of a run on that tier) ...
+and ``"tiers"`` (every tier split)."""
 
 
 def task_file(split: str) -> Path:
-    """The bundled task file of ``split`` (one of :data:`SPLITS` or :data:`TIER_SPLITS`)."""
-    if split not in SPLITS and split not in TIER_SPLITS:
+    """The bundled task file of ``split`` (in :data:`SPLITS`, :data:`TIER_SPLITS` or :data:`FRESH_SPLITS`)."""
+    files = (*SPLITS, *TIER_SPLITS, *FRESH_SPLITS)
+    if split not in files:
         raise TaskConfigError(
-            f"unknown embedded split {split!r}; expected one of {[*SPLITS, *TIER_SPLITS]} or a group "
+            f"unknown embedded split {split!r}; expected one of {list(files)} or a group "
             f"{list(SPLIT_GROUPS)}",
             path=f"{SOURCE_NAME}:{split}",
         )
@@ -84,9 +89,9 @@ def default_tasks(split: str | None = None) -> list[TaskConfig]:
 
     if split == "all":
         return load_tasks(SOURCE_NAME)
-    if split is not None and split not in SPLITS and split not in TIER_SPLITS and split not in SPLIT_GROUPS:
-        raise TaskConfigError(
-            f"unknown embedded split {split!r}; expected one of {[*SPLITS, *TIER_SPLITS, *SPLIT_GROUPS]}"
+    known = (*SPLITS, *TIER_SPLITS, *FRESH_SPLITS, *SPLIT_GROUPS)
+    if split is not None and split not in known:
+        raise TaskConfigError(f"unknown embedded split {split!r}; expected one of {list(known)}"
         )
     return load_tasks(f"{SOURCE_NAME}:{split or 'train'}")
 

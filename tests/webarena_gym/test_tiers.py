@@ -16,7 +16,15 @@ import pytest
 
 import webarena_gym
 from webarena_gym import load_tasks
-from webarena_gym.embedded import DATA_DIR, SPLIT_GROUPS, SPLITS, TIER_SPLITS, TIERS, default_tasks
+from webarena_gym.embedded import (
+    DATA_DIR,
+    FRESH_SPLITS,
+    SPLIT_GROUPS,
+    SPLITS,
+    TIER_SPLITS,
+    TIERS,
+    default_tasks,
+)
 from webarena_gym.env import WebArenaLiteEnv
 from webarena_gym.errors import TaskConfigError
 from webarena_gym.evaluators import EvalContext, OfflineJudge, build_evaluator
@@ -44,7 +52,7 @@ TRIVIAL_ANSWERS = ("", "N/A", "hello", "0", "1", "yes", "no", "none")
 
 @pytest.fixture(scope="module")
 def tier_tasks() -> dict[str, list[TaskConfig]]:
-    return {split: load_tasks(f"embedded:{split}") for split in TIER_SPLITS}
+    return {split: load_tasks(f"embedded:{split}") for split in (*TIER_SPLITS, *FRESH_SPLITS)}
 
 
 def _tier_of(split: str) -> int:
@@ -56,12 +64,16 @@ def _tier_of(split: str) -> int:
 
 def test_split_names_and_groups() -> None:
     assert taskgen_tiers.TIER_SPLITS == TIER_SPLITS and taskgen_tiers.TIERS == TIERS
+    assert taskgen_tiers.FRESH_SPLITS == FRESH_SPLITS == ("tier1_fresh_test", "tier1_fresh_test_unseen")
+    assert SPLIT_GROUPS["tier1"][3:] == FRESH_SPLITS and SPLIT_GROUPS["tier2"] == TIER_SPLITS[3:6]
     assert len(default_tasks("all")) == 157, "'all' is the three bundled splits, as before the tiers"
     for tier in TIERS:
         group = [t.task_id for t in default_tasks(f"tier{tier}")]
         parts = [t.task_id for s in SPLIT_GROUPS[f"tier{tier}"] for t in default_tasks(s)]
         assert group == sorted(parts) and len(set(group)) == len(group)
-    assert len(default_tasks("tiers")) == sum(len(default_tasks(s)) for s in TIER_SPLITS)
+    assert len(default_tasks("tiers")) == sum(len(default_tasks(s)) for s in (*TIER_SPLITS, *FRESH_SPLITS))
+    with pytest.raises(ValueError, match="no fresh split for tier 2"):
+        taskgen_tiers.fresh_split(2, "test")
     with pytest.raises(TaskConfigError, match="tier4_train"):
         default_tasks("tier4_train")
     with pytest.raises(TaskConfigError, match="unknown embedded split"):
@@ -104,9 +116,25 @@ def test_held_out_semantics_and_ids(tier_tasks: dict[str, list[TaskConfig]]) -> 
             assert bases <= unseen, split
         if split.endswith("_test"):
             templates = {t.intent_template_id for t in tasks}
-            train = {t.intent_template_id for t in tier_tasks[split.replace("_test", "_train")]}
+            train = {t.intent_template_id for t in tier_tasks[f"tier{_tier_of(split)}_train"]}
             assert templates <= train, f"{split} holds new instances of its tier's training templates"
     assert not trained_bases & unseen, "a template some test_unseen split holds is trained on"
+
+
+def test_fresh_splits_hold_more_held_out_instances_of_the_tier1_variants(
+    tier_tasks: dict[str, list[TaskConfig]],
+) -> None:
+    first = 1 * taskgen_tiers.TASK_ID_BASE + taskgen_tiers.FRESH_ID_OFFSET
+    fresh = [t for s in FRESH_SPLITS for t in tier_tasks[s]]
+    core = [t for s in TIER_SPLITS for t in tier_tasks[s]]
+    assert all(t.task_id >= first for t in fresh)
+    assert all(not first <= t.task_id < 2 * taskgen_tiers.TASK_ID_BASE for t in core)
+    assert sorted(t.task_id for t in fresh) == list(range(first, first + len(fresh)))
+    per_variant = Counter(t.intent_template_id for t in fresh)
+    tier1 = {v.template_id for v in taskgen_tiers.VARIANTS if v.tier == 1}
+    assert set(per_variant) <= tier1 and len(per_variant) >= 16, "the variants with instances left"
+    assert max(per_variant.values()) == taskgen_tiers.FRESH_TASKS_PER_VARIANT and len(fresh) >= 100
+    assert {t.sites for t in tier_tasks["tier1_fresh_test_unseen"]} == {("shopping",), ("shopping_admin",)}
 
 
 def test_bundled_files_unchanged() -> None:
@@ -116,7 +144,7 @@ def test_bundled_files_unchanged() -> None:
 
 def test_generation_is_reproducible() -> None:
     generated = taskgen_tiers.generate_tiers()
-    assert list(generated) == list(TIER_SPLITS)
+    assert list(generated) == [*TIER_SPLITS, *FRESH_SPLITS]
     for split, entries in generated.items():
         path = DATA_DIR / taskgen_tiers.tier_file_name(split)
         assert render(entries) == path.read_text(encoding="utf-8"), f"{path.name} is stale"
@@ -171,7 +199,7 @@ def tiers_env(chromium_path: str) -> Iterator[gym.Env]:
 
 @pytest.mark.browser
 @pytest.mark.slow
-@pytest.mark.parametrize("split", TIER_SPLITS)
+@pytest.mark.parametrize("split", (*TIER_SPLITS, *FRESH_SPLITS))
 def test_every_tier_reference_solution_scores_one(
     tiers_env: gym.Env, split: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -216,7 +244,8 @@ def test_trivial_policies_score_zero(
     above. Each policy runs once per distinct start and every task of that start is scored on its end state
     (``trivial_sweep``, tests/webarena_gym/conftest.py); one test per tier (its three splits share starts)
     keeps each inside the per-test timeout."""
-    tasks = [t for t in _env_tasks(tiers_env) if t.extras["tier"] == tier]
+    core = [t for t in _env_tasks(tiers_env) if t.extras["split"] in TIER_SPLITS]  # fresh: same templates
+    tasks = [t for t in core if t.extras["tier"] == tier]
     per_template: dict[int | None, TaskConfig] = {}
     for task in tasks:
         if not task.extras["split"].endswith("_test"):

@@ -17,6 +17,11 @@ tier task never reuses an instance (slot values) of the bundled files or of anot
 shares its intent with any training task. Variant ``tier * 1000 + base id`` is the tier's template id
 (``intent_template_id``; ``1102`` is template 102 at tier 1) and ``base_template_id`` names the template.
 Task ids are ``tier * 10000 + n``, apart from the bundled ids (0-156).
+
+Tier 1 also has **fresh** held-out splits, ``tier1_fresh_test`` and ``tier1_fresh_test_unseen``: up to
+:data:`FRESH_TASKS_PER_VARIANT` more instances of every tier-1 variant, sampled after every tier took its own
+(so the splits above are unchanged by them), ids ``tier * 10000 + 5000 + n``. They are for measuring a trained
+agent on more held-out tasks than its run was scored on, never for training or for choosing anything.
 """
 
 from __future__ import annotations
@@ -64,6 +69,12 @@ TASKS_PER_UNSEEN_VARIANT = 5
 """Instances sampled per variant of a held-out template (all to the tier's ``test_unseen``)."""
 MIN_TASKS_PER_VARIANT = 3
 """Fewer free instances than this is an error (the variant list asks for more than the world holds)."""
+FRESH_TIERS = (1,)
+"""Tiers with fresh held-out splits."""
+FRESH_TASKS_PER_VARIANT = 8
+"""Fresh held-out instances per variant of those tiers, at most (fewer where the world has fewer left)."""
+FRESH_ID_OFFSET = 5000
+"""A fresh task's id is ``tier * TASK_ID_BASE + FRESH_ID_OFFSET + n``."""
 
 
 def tier_split(tier: int, split: str) -> str:
@@ -75,6 +86,18 @@ def tier_split(tier: int, split: str) -> str:
 
 TIER_SPLITS = tuple(tier_split(t, s) for t in TIERS for s in SPLITS)
 """Every tier split: ``tier1_train``, ``tier1_test``, ``tier1_test_unseen``, ``tier2_train``..."""
+
+
+def fresh_split(tier: int, split: str) -> str:
+    """The name of a tier's fresh held-out split: ``fresh_split(1, "test") == "tier1_fresh_test"``."""
+    if tier not in FRESH_TIERS or split not in SPLITS[1:]:
+        raise ValueError(f"no fresh split for tier {tier!r}, split {split!r}; tiers {FRESH_TIERS}, splits "
+                         f"{SPLITS[1:]}")
+    return f"tier{tier}_fresh_{split}"
+
+
+FRESH_SPLITS = tuple(fresh_split(t, s) for t in FRESH_TIERS for s in SPLITS[1:])
+"""Every fresh held-out split: ``tier1_fresh_test``, ``tier1_fresh_test_unseen``."""
 
 
 def in_tier(tier: int, steps: int) -> bool:
@@ -302,8 +325,9 @@ def split_of_variant(unseen: bool, index: int, count: int) -> str:
 def generate_tiers(
     seed: int = DEFAULT_TASK_SEED, *, world_seed: int | None = None
 ) -> dict[str, list[dict[str, Any]]]:
-    """Every tier task entry, by tier split (:data:`TIER_SPLITS`), WebArena format plus ``split``,
-    ``tier``, ``base_template_id`` and ``reference_solution``; reproducible byte for byte for one ``seed``."""
+    """Every tier task entry, by tier split (:data:`TIER_SPLITS`, then :data:`FRESH_SPLITS`), WebArena format
+    plus ``split``, ``tier``, ``base_template_id`` and ``reference_solution``; reproducible byte for byte for
+    one ``seed``."""
     from webarena_gym.sites.data import SiteData
     from webarena_gym.sites.seed import DEFAULT_SEED
 
@@ -338,8 +362,23 @@ def generate_tiers(
                 split = tier_split(variant.tier, split_of_variant(base.unseen, index, count))
                 task_id = variant.tier * TASK_ID_BASE + sum(1 for e in entries if e["tier"] == variant.tier)
                 entries.append(_entry(variant, base, pool[position], look, task_id, split))
+        # The fresh held-out instances: drawn from what every tier left, so the splits above stay as they are.
+        for variant in sorted(VARIANTS, key=lambda v: (v.tier, v.base_id)):
+            if variant.tier not in FRESH_TIERS:
+                continue
+            base = templates[variant.base_id]
+            pool = candidates[variant.base_id]
+            free = [i for i in range(len(pool)) if i not in used[variant.base_id]]
+            count = min(FRESH_TASKS_PER_VARIANT, len(free))
+            chosen = random.Random(f"{seed}/fresh/{variant.template_id}").sample(free, count)
+            used[variant.base_id].update(chosen)
+            split = fresh_split(variant.tier, "test_unseen" if base.unseen else "test")
+            first = variant.tier * TASK_ID_BASE + FRESH_ID_OFFSET
+            for position in chosen:
+                task_id = first + sum(e["tier"] == variant.tier and e["task_id"] >= first for e in entries)
+                entries.append(_entry(variant, base, pool[position], look, task_id, split))
     _validate(entries, bundled_intents)
-    return {split: [e for e in entries if e["split"] == split] for split in TIER_SPLITS}
+    return {split: [e for e in entries if e["split"] == split] for split in (*TIER_SPLITS, *FRESH_SPLITS)}
 
 
 def _entry(
