@@ -107,6 +107,7 @@ def run_scoring(grid: Path, setting: str, arms: Sequence[str], seeds: Sequence[i
                  "key": f"{setting}/start" if is_start else result["key"], "tasks": tasks, "rewards": rewards,
                  "env_seed": result.get("env_seed"), "seconds": seconds,
                  "date": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(path, entry)
         solved = sum(v >= 1.0 for v in rewards.values())
         print(f"{entry['grid']} {entry['key']}: {solved} / {len(rewards)} fresh held out ({seconds:.0f} s)",
