@@ -163,15 +163,32 @@ def build(entries: Sequence[Mapping[str, Any]], n_boot: int = 10_000) -> dict[st
                 "template": tid, "tasks": len(ids), "start": int(_matrix(start, ids).sum()),
                 "arms": {f"{r['grid']}/{r['arm']}": [int(_matrix(groups[(r["grid"], r["arm"])], ids).sum()),
                                                     len(ids) * len(r["seeds"])] for r in rows}})
+        between = []
+        for i, a in enumerate(rows):
+            for b in rows[i + 1:]:
+                shared = sorted(set(a["seeds"]) & set(b["seeds"]))
+                if len(shared) < 2:
+                    continue
+                ma, mb = (_matrix(sorted((e for e in groups[(r["grid"], r["arm"])] if e["seed"] in shared),
+                                         key=lambda e: int(e["seed"])), kinds["heldout"]) for r in (a, b))
+                diff = paired_estimate(ma, mb, n_boot=n_boot).to_dict()
+                between.append({"a": f"{a['grid']}/{a['arm']}", "b": f"{b['grid']}/{b['arm']}",
+                                "seeds": shared, "a_minus_b": diff})
         settings[setting] = {"tasks": tasks, "start_solved": int(_matrix(start, kinds["heldout"]).sum()),
-                             "rows": rows, "per_template": per_template}
-    return {"question": QUESTION, "settings": settings}
+                             "rows": rows, "between": between, "per_template": per_template}
+    dates = sorted(str(e["date"]) for e in entries)
+    seconds = [float(e["seconds"]) for e in entries]
+    return {"question": QUESTION, "settings": settings, "scored_from": dates[0], "scored_to": dates[-1],
+            "seconds_per_centre": [min(seconds), max(seconds)]}
 
 
 def render(report: Mapping[str, Any], command: str) -> str:
     """The Markdown report."""
+    m, low_high = report["machine"], report["seconds_per_centre"]
     lines = ["# Trained centres on fresh held-out tasks", "", f"- Question: {report['question']}",
-             f"- Command: `{command}`; written {report['date']}; machine: {report['machine']}",
+             f"- Command: `{command}`; written {report['date']}",
+             f"- Scored {report['scored_from']} to {report['scored_to']} on {m.get('cpu', '?')}, "
+             f"{m.get('cpu_count', '?')} cores, {low_high[0]:.0f}-{low_high[1]:.0f} s per centre",
              "- Success = reward 1; mean over seeds x tasks with a 95 % bootstrap CI (seeds and tasks "
              "resampled), in percent; differences paired against the start on the same tasks, in points.", ""]
     for setting, s in report["settings"].items():
@@ -196,6 +213,11 @@ def render(report: Mapping[str, Any], command: str) -> str:
                          f"{cell('test_unseen', 'mean')} | {cell('heldout', 'mean')} | "
                          f"{cell('test', 'vs_start')} | {cell('test_unseen', 'vs_start')} | "
                          f"{cell('heldout', 'vs_start')} |")
+        if s["between"]:
+            lines += ["", "Between rows, paired on the seeds they share (both fresh splits), in points.", "",
+                      "| a | b | seeds | a - b |", "| --- | --- | --- | --- |"]
+            lines += [f"| {d['a']} | {d['b']} | {', '.join(map(str, d['seeds']))} | "
+                      f"{format_points(d['a_minus_b'])} |" for d in s["between"]]
         names = [f"{r['grid']}/{r['arm']}" for r in s["rows"]]
         lines += ["", "Per template: solved (seed, task) cells of all cells.", "",
                   f"| template | tasks | start | {' | '.join(names)} |",

@@ -53,9 +53,11 @@ def test_report_pairs_every_seed_with_the_start_per_split_and_template(tmp_path:
     assert row["splits"]["test"]["mean"]["mean"] == pytest.approx(3 / 6)
     cells = {t["template"]: t["arms"]["g/weights"] for t in s["per_template"]}
     assert sum(n for n, _ in cells.values()) == 4 and sum(m for _, m in cells.values()) == 8
-    report.update(date="d", machine={})
+    assert s["between"] == [], "one row: nothing to pair"
+    report.update(date="d", machine={"cpu": "x", "cpu_count": 2})
     text = fresh_heldout.render(report, "cmd")
     assert "| g | weights | 0, 1 | 3 / 1 of 4 |" in text and "+25.0 [" in text
+    assert "on x, 2 cores, 1-1 s per centre" in text
     json.dumps(report)
 
 
@@ -68,3 +70,16 @@ def test_a_run_scored_on_other_tasks_than_the_start_is_an_error(tmp_path: Path) 
         fresh_heldout.build(entries, n_boot=10)
     with pytest.raises(SystemExit, match="the start is not scored yet"):
         fresh_heldout.build(entries[1:], n_boot=10)
+
+
+def test_rows_sharing_seeds_are_paired_on_those_seeds(tmp_path: Path) -> None:
+    real = fresh_heldout.fresh_tasks("shopping_admin")
+    tasks = {"test": real["test"][:2], "test_unseen": real["test_unseen"][:2]}
+    a, b = tasks["test"]
+    entries = [_entry("start", "start", None, set(), tasks),
+               _entry("long", "weights", 0, {a, b}, tasks), _entry("long", "weights", 1, {a}, tasks),
+               _entry("long", "weights", 2, {a}, tasks),
+               _entry("long", "both", 1, {a, b}, tasks), _entry("long", "both", 2, {a, b}, tasks)]
+    (d,) = fresh_heldout.build(entries, n_boot=200)["settings"]["s_t1"]["between"]
+    assert (d["a"], d["b"], d["seeds"]) == ("long/both", "long/weights", [1, 2])
+    assert d["a_minus_b"]["mean"] == pytest.approx(2 / 8)  # task b gained in seeds 1 and 2, of 2 x 4 cells
