@@ -8,10 +8,11 @@ it on what a well-formed action looks like (CONTRACTS.md), and never imports it.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from es_agent.axtree import TEXT_ROLES, AxNode, parse_axtree
+from es_agent.axtree import RECORD_ROLES, TEXT_ROLES, AxNode, parse_axtree, strong_relevance
 
 _ID = r"\[\s*([^\]\s]+)\s*\]"
 _GRAMMAR: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = tuple(
@@ -250,16 +251,36 @@ def build_candidates(axtree: str, goal: str, config: CandidateConfig | None = No
 
 def answer_candidates(nodes: list[AxNode], goal: str, config: CandidateConfig) -> list[str]:
     """``stop`` answers: quoted goal entities, goal names across commas, then short page texts and link
-    names (the texts near a line that names a word of the goal first, then the others, each in page order),
-    ``N/A`` last."""
+    names, ``N/A`` last. The page texts go in three groups, each in page order: first those in the record
+    of a node most relevant to the goal (:func:`~es_agent.axtree.strong_relevance`; the subtree of a node of
+    :data:`~es_agent.axtree.RECORD_ROLES`, else the node and the ``answer_window`` texts after it), the
+    most relevant record first, so that the total of
+    the asked-for order or the points of the asked-for post make the cut of ``max_answers``; then those up
+    to ``answer_window`` after one that names a word of the goal; then the others."""
     out: list[str] = []
     quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(goal)]
     goal_words = {w for w in re.findall(r"[a-z0-9]{3,}", goal.lower()) if w not in _STOPWORDS}
-    named = [n.name for n in nodes if (n.role in TEXT_ROLES or n.role == "link") and n.name]
+    answerable = [k for k, n in enumerate(nodes) if (n.role in TEXT_ROLES or n.role == "link") and n.name]
+    named = [nodes[k].name for k in answerable]
     near = {j for i, name in enumerate(named) if goal_words & set(re.findall(r"[a-z0-9]{3,}", name.lower()))
             for j in range(i, i + config.answer_window + 1)}
-    texts = [(i, t) for i, t in enumerate(named) if len(t) <= config.max_answer_chars]
-    page = [t for i, t in texts if i in near] + [t for i, t in texts if i not in near]
+    record = dict.fromkeys(answerable, 0.0)  # node -> relevance of the most relevant record it is in
+    for k, rel in enumerate(strong_relevance([n.name for n in nodes], goal)):
+        if rel <= 0:
+            continue
+        if nodes[k].role in RECORD_ROLES:  # a post, a row, a list entry: its subtree
+            end = next((m for m in range(k + 1, len(nodes)) if nodes[m].depth <= nodes[k].depth), len(nodes))
+        else:  # the answer_window texts after it
+            after = answerable[bisect_right(answerable, k) + config.answer_window:]
+            end = after[0] if after else len(nodes)
+        for m in range(k, end):
+            if m in record:
+                record[m] = max(record[m], rel)
+    texts = [(i, k, t) for i, (k, t) in enumerate(zip(answerable, named, strict=True))
+             if len(t) <= config.max_answer_chars]
+    page = ([t for _, k, t in sorted(texts, key=lambda it: -record[it[1]]) if record[k] > 0]
+            + [t for i, k, t in texts if i in near and record[k] == 0]
+            + [t for i, k, t in texts if i not in near and record[k] == 0])
     for text in [*quoted, *comma_names(goal), *(part for t in page for part in (t, *answer_parts(t)))]:
         text = " ".join(text.replace("[", "(").replace("]", ")").split())
         if text and text not in out and len(out) < config.max_answers - 1:

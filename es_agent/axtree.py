@@ -9,11 +9,14 @@ action targets; :func:`parse_axtree` reads both.
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from es_agent.errors import AxTreeError
+from es_agent.words import relevance_words
 
 CLICKABLE_ROLES = frozenset({
     "link", "button", "checkbox", "radio", "menuitem", "menuitemcheckbox", "menuitemradio", "tab", "option",
@@ -22,6 +25,13 @@ CLICKABLE_ROLES = frozenset({
 """Roles that get a ``click [id]`` candidate (``img`` only when it has a name)."""
 TYPEABLE_ROLES = frozenset({"textbox", "searchbox", "combobox", "spinbutton", "textarea"})
 """Roles that get ``type [id] [text]`` candidates."""
+RECORD_ROLES = frozenset({"row", "article", "listitem"})
+"""Roles of the records a page lists (a table row, a forum post, a list entry): a line relevant to the goal
+keeps its whole record in a truncated prompt (:func:`truncate_axtree`), since a cell or a score means
+nothing without the rest of its row or post."""
+RELEVANT_SHARE = 0.5
+"""The most share of the prompt's axtree budget the most relevant records take first in
+:func:`truncate_axtree`; the rest go with the interactive elements, in page order."""
 TEXT_ROLES = frozenset({"StaticText", "heading", "cell", "gridcell", "paragraph", "listitem", "status"})
 """Roles whose names can be answers (``stop [answer]`` candidates)."""
 
@@ -188,9 +198,16 @@ def truncate_axtree(
     """Fit the axtree into ``budget`` tokens; returns ``(text, omitted_line_count)``.
 
     Keeps, in this order of priority until the budget is spent: the first ``head_lines`` lines; the focused
-    element with ``context_lines`` around it; interactive elements and lines sharing words with the goal, each
-    with one line of context; then everything else, earliest first. Kept lines stay in page order, and each
-    run of omitted lines becomes one ``[... N lines omitted]`` marker line.
+    element with ``context_lines`` around it; the lines most relevant to the goal (:func:`strong_relevance`),
+    the most relevant first, each with its whole record (:data:`RECORD_ROLES`: a table row, a post), up to
+    :data:`RELEVANT_SHARE` of the budget; the other lines that share a word with the goal and the
+    interactive elements, in page order; one line of context around all of those; then everything else,
+    earliest first. Kept lines stay in page order, and each run of omitted lines becomes one
+    ``[... N lines omitted]`` marker line.
+
+    Before the records (issue #13), every line sharing a word of 3+ characters with the goal had the
+    priority of an interactive element, in page order: on an order-history page, the year that every row
+    shows made every date relevant, and the asked-for order's total and the pagination were cut.
     """
     lines = text.splitlines()
     if not lines:
@@ -199,25 +216,40 @@ def truncate_axtree(
     if sum(costs) + len(lines) <= budget:
         return text, 0
     nodes = {n.line: n for n in parse_axtree(text)}
-    goal_words = _words(goal)
-    priority = [4] * len(lines)
+    names = [nodes[i].name if i in nodes else line for i, line in enumerate(lines)]
+    relevance, strong = goal_relevance(names, goal), strong_relevance(names, goal)
+    level = [5] * len(lines)
+    weight = [0.0] * len(lines)
 
-    def mark(center: int, radius: int, level: int) -> None:
-        for j in range(max(0, center - radius), min(len(lines), center + radius + 1)):
-            priority[j] = min(priority[j], level)
+    def mark(first: int, last: int, lvl: int, rel: float = 0.0) -> None:
+        for j in range(max(0, first), min(len(lines), last + 1)):
+            if (lvl, -rel) < (level[j], -weight[j]):
+                level[j], weight[j] = lvl, rel
 
     for i in range(min(head_lines, len(lines))):
-        priority[i] = 0
+        mark(i, i, 0)
+    records = _record_spans(lines, nodes)
     for i, node in nodes.items():
         if node.focused:
-            mark(i, context_lines, 1)
-        elif node.clickable or node.typeable or goal_words & _words(node.name):
-            mark(i, 0, 2)
-            mark(i, 1, 3)
+            mark(i - context_lines, i + context_lines, 1)
+    for i in range(len(lines)):
+        rel = relevance[i]
+        if strong[i] > 0:
+            first, last = records.get(i, (i, i))
+            mark(first, last, 2, rel)
+            mark(i - 1, i + 1, 4, rel)
+        elif rel > 0 or (i in nodes and (nodes[i].clickable or nodes[i].typeable)):
+            mark(i, i, 3, rel)
+            mark(i - 1, i + 1, 4, rel)
+    room = budget * RELEVANT_SHARE  # the most relevant records never crowd out the page's controls
+    for i in sorted((j for j in range(len(lines)) if level[j] == 2), key=lambda j: (-weight[j], j)):
+        room -= costs[i] + 1
+        if room < 0:
+            level[i] = 3
     marker_cost = int(count_tokens([f"[... {len(lines)} lines omitted]"])[0]) + 1
     keep = [False] * len(lines)
     spent = marker_cost  # nothing kept yet: one marker for the whole tree
-    for i in sorted(range(len(lines)), key=lambda j: (priority[j], j)):
+    for i in sorted(range(len(lines)), key=lambda j: (level[j], -weight[j] if level[j] == 2 else 0.0, j)):
         left_gap = i > 0 and not keep[i - 1]
         right_gap = i + 1 < len(lines) and not keep[i + 1]
         markers = 1 if left_gap and right_gap else (-1 if not left_gap and not right_gap else 0)
@@ -242,5 +274,52 @@ def truncate_axtree(
     return "\n".join(out), omitted
 
 
-def _words(text: str) -> set[str]:
-    return set(re.findall(r"[a-z0-9]{3,}", text.lower()))
+def goal_relevance(texts: Sequence[str], goal: str) -> list[float]:
+    """Per text (a page line's name), how much it says about the goal: the sum, over the goal's
+    :func:`~es_agent.words.relevance_words` that the text has, of their inverse frequency among ``texts``,
+    ``log(N / texts with the word)``. A word every text has counts 0, so a year that every row of a table
+    shows does not make every row relevant; 0 for every text when the goal has no words."""
+    return _relevance(texts, goal)[0]
+
+
+def strong_relevance(texts: Sequence[str], goal: str) -> list[float]:
+    """:func:`goal_relevance` of the texts that carry at least half of the goal's weight on the page (the
+    sum of the inverse frequencies of the goal's words that some text has), else 0: the date cell of the
+    asked-for order, the title of the asked-for post. A goal that names nothing rare ("Show me the products
+    of the ... category sorted by price") usually has no such text."""
+    scores, mass = _relevance(texts, goal)
+    return [score if score > 0 and score >= mass / 2 else 0.0 for score in scores]
+
+
+def _relevance(texts: Sequence[str], goal: str) -> tuple[list[float], float]:
+    goal_words = relevance_words(goal)
+    if not goal_words:
+        return [0.0] * len(texts), 0.0
+    found = [relevance_words(text) & goal_words for text in texts]
+    frequency = Counter(word for words in found for word in words)
+    weight = {word: math.log(len(texts) / count) for word, count in frequency.items()}
+    return [sum(weight[word] for word in words) for words in found], sum(weight.values())
+
+
+def _record_spans(lines: Sequence[str], nodes: dict[int, AxNode]) -> dict[int, tuple[int, int]]:
+    """Line -> ``(first, last)`` lines of the innermost record (a node of :data:`RECORD_ROLES`: its line and
+    its subtree) it is part of, for the lines inside one."""
+    spans: dict[int, tuple[int, int]] = {}
+    open_records: list[tuple[int, int]] = []  # (depth, line) of the records the current line is inside
+    for i in range(len(lines)):
+        node = nodes.get(i)
+        if node is None:
+            continue
+        while open_records and open_records[-1][0] >= node.depth:
+            depth, start = open_records.pop()
+            for j in range(start, i):
+                spans.setdefault(j, (start, i - 1))
+        if node.role in RECORD_ROLES:
+            open_records.append((node.depth, i))
+    while open_records:
+        depth, start = open_records.pop()
+        for j in range(start, len(lines)):
+            spans.setdefault(j, (start, len(lines) - 1))
+    return spans
+
+

@@ -11,8 +11,9 @@ models rank candidate elements with a separate, cheap ranker before the LM choos
 goal_overlap(goal, name)`` is added to the score of every ``click`` / ``hover`` / ``type`` candidate, and the
 LM still decides between kinds, answers and unnamed targets.
 
-:func:`goal_overlap` is the Jaccard similarity of the two texts' content words (lower-cased, stop words out,
-each cut to its first :data:`STEM` characters, so "comments" meets "commented"; numbers kept whole).
+:func:`goal_overlap` is the Jaccard similarity of the two texts' content words
+(:func:`es_agent.words.content_words`: lower-cased, stop words out, each cut to its first
+:data:`~es_agent.words.STEM` characters, so "comments" meets "commented"; numbers kept whole).
 
 The answer-type prior (:attr:`es_agent.policy.PolicyConfig.answer_prior`) is the expected-answer-type
 filter of question answering (Li and Roth's question classes): a question (or a "show me the ..." request)
@@ -30,40 +31,15 @@ import re
 from collections.abc import Sequence
 
 from es_agent.axtree import element_names
+from es_agent.words import content_words, jaccard
 
-STEM = 5
-"""Characters a word is cut to before comparison (a crude stemmer: "comments" and "commented" meet)."""
-STOP_WORDS = frozenset((
-    "a", "an", "the", "of", "to", "in", "on", "at", "by", "for", "from", "with", "and", "or", "but",
-    "is", "are", "was", "were", "be", "been", "do", "does", "did", "have", "has", "had", "i", "me",
-    "my", "we", "our", "you", "your", "it", "its", "this", "that", "these", "those", "what",
-    "which", "who", "whom", "whose", "how", "many", "much", "when", "where", "why", "there", "here",
-    "all", "any", "some", "as", "into", "than", "then", "so", "if", "not", "no"))
-"""Words that carry no content for matching a goal to an element name."""
-_WORD = re.compile(r"[a-z0-9]+")
 TARGETED = re.compile(r"^(click|hover|type) \[([^\]]+)\]")
 """A candidate that targets an element: its kind (group 1) and the element id (group 2)."""
-
-
-def content_words(text: str) -> frozenset[str]:
-    """The content words of ``text``: lower-cased alphanumeric runs of 2+ characters that are not stop
-    words, each cut to :data:`STEM` characters (numbers kept whole)."""
-    words = set()
-    for word in _WORD.findall(text.lower()):
-        if len(word) < 2 or word in STOP_WORDS:
-            continue
-        words.add(word if word.isdigit() else word[:STEM])
-    return frozenset(words)
 
 
 def goal_overlap(goal: str, name: str) -> float:
     """Jaccard similarity in [0, 1] of the content words of ``goal`` and ``name`` (0 when either has none)."""
     return jaccard(content_words(goal), content_words(name))
-
-
-def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    """``|a & b| / |a | b|``, 0 when either set is empty."""
-    return len(a & b) / len(a | b) if a and b else 0.0
 
 
 def target_overlaps(candidates: Sequence[str], axtree: str, goal: str) -> list[float]:
