@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_agreement import CACHE_DIR, fit_memory_prior
+from benchmarks.bench_agreement import CACHE_DIR, MEMORY_PRIOR_GRID, fit_memory_prior
 from benchmarks.common import REPO_ROOT, code_version
 from cotrain.checkpoint import atomic_write_json, atomic_write_text
 from cotrain.grid_report import format_points, machine_info
@@ -47,14 +47,18 @@ def step_outcomes(result: dict[str, Any], steps: Sequence[Any]) -> dict[tuple[st
     return {(s.split, s.task_id, s.index): int((s.split, s.task_id, s.index) not in missed) for s in steps}
 
 
-def compare(old: str, new: str, train: Sequence[str], splits: Sequence[str], *, goal_prior: float = 150.0,
-            answer_prior: float = 100.0, cache_dir: Path = CACHE_DIR) -> dict[str, Any]:
+def compare(old: str, new: str, train: Sequence[str], splits: Sequence[str], *, model_name: str = "embedded",
+            genome: str = "no_skill", scoring: str = "calibrated", goal_prior: float = 150.0,
+            answer_prior: float = 100.0, cache_dir: Path = CACHE_DIR,
+            grid: Sequence[float] = MEMORY_PRIOR_GRID) -> dict[str, Any]:
     """Both versions' fitted agreement on ``splits`` and their paired difference (``new - old``)."""
-    from benchmarks.bench_agreement import record
+    from benchmarks.bench_agreement import recorded_path
+    from es_agent.agreement import load_trajectories
 
-    steps = [step for split in splits for step in record(split, None, cache_dir)[0]]
-    fits = {label: fit_memory_prior("embedded", "no_skill", train, splits, goal_prior=goal_prior,
-                                    answer_prior=answer_prior, version=version, cache_dir=cache_dir)
+    steps = [step for split in splits for step in load_trajectories(recorded_path(split, cache_dir))[0]]
+    fits = {label: fit_memory_prior(model_name, genome, train, splits, scoring=scoring,
+                                    goal_prior=goal_prior, answer_prior=answer_prior, version=version,
+                                    cache_dir=cache_dir, grid=grid)
             for label, version in (("old", old), ("new", new))}
     outcome = {label: step_outcomes(fit, steps) for label, fit in fits.items()}
     keys = sorted(outcome["old"])
@@ -75,7 +79,8 @@ def compare(old: str, new: str, train: Sequence[str], splits: Sequence[str], *, 
     changed = [{"step": f"{k[0]} {k[1]} step {k[2] + 1}", "reference": by_key[k].action,
                 "goal": by_key[k].obs.get("goal", ""), "right": "new" if outcome["new"][k] else "old"}
                for k in keys if outcome["new"][k] != outcome["old"][k]]
-    return {"question": QUESTION, "old": old, "new": new, "train": list(train), "splits": list(splits),
+    return {"question": QUESTION, "old": old, "new": new, "model": model_name, "genome": genome,
+            "scoring": scoring, "train": list(train), "splits": list(splits),
             "goal_prior": goal_prior, "answer_prior": answer_prior,
             "memory_prior": {label: fit["memory_prior"] for label, fit in fits.items()},
             "miss_ranks": {label: fit["heldout_miss_ranks"] for label, fit in fits.items()},
