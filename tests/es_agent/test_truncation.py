@@ -26,8 +26,9 @@ def _orders_page() -> str:
               "\t\t\t[23] columnheader 'Order Total'"]
     for k, (date, total) in enumerate(DATES):
         base = 30 + 10 * k
-        lines += [f"\t\t[{base}] row ''", f"\t\t\t[{base + 1}] cell '{date}'", f"\t\t\t[{base + 2}] cell 'Emma'",
-                  f"\t\t\t[{base + 3}] cell '{total}'", f"\t\t\t[{base + 4}] cell 'View Order {k}'",
+        lines += [f"\t\t[{base}] row ''", f"\t\t\t[{base + 1}] cell '{date}'",
+                  f"\t\t\t[{base + 2}] cell 'Emma'", f"\t\t\t[{base + 3}] cell '{total}'",
+                  f"\t\t\t[{base + 4}] cell 'View Order {k}'",
                   f"\t\t\t\t[{base + 5}] link 'View Order {k}'"]
     lines += ["\t[200] navigation 'Pagination'", "\t\t[201] link 'Page 2'", "\t[202] link 'Contact Us'"]
     return "\n".join(lines)
@@ -61,7 +62,8 @@ def test_the_row_of_the_asked_date_is_kept_whole_with_its_total() -> None:
     full = sum(_count(page.splitlines())) + len(page.splitlines())
     kept, omitted = truncate_axtree(page, full // 2, _count, goal=goal, head_lines=2)
     assert omitted > 0 and sum(_count(kept.splitlines())) + len(kept.splitlines()) <= full // 2
-    for needle in ("[81] cell '2023-08-30'", "[82] cell 'Emma'", "[83] cell '$50.99'", "[85] link 'View Order 5'"):
+    for needle in ("[81] cell '2023-08-30'", "[82] cell 'Emma'", "[83] cell '$50.99'",
+                   "[85] link 'View Order 5'"):
         assert needle in kept
     assert "stop [$50.99]" in build_candidates(kept, goal)
     assert "[33] cell '$169.99'" not in kept  # another row's total is not what the goal asks for
