@@ -106,7 +106,9 @@ def _wait_gone(pid: int, seconds: float) -> bool:
 
 def test_an_interrupted_or_killed_grid_stops_its_job_and_the_run_resumes(tmp_path: Path) -> None:
     (tmp_path / "base.toml").write_text(BASE)
-    (tmp_path / "grid.toml").write_text(GRID)
+    # The report goes to the test's folder: the default (benchmarks/results/grid) is the repository's.
+    report = tmp_path / "report"
+    (tmp_path / "grid.toml").write_text(GRID.replace("[grid]\n", f'[grid]\nresults = "{report}"\n'))
     out = tmp_path / "out"
 
     plan = plan_grid(load_grid_config(tmp_path / "grid.toml"), arms=["weights"])

@@ -53,7 +53,7 @@ from webarena_gym.actions.parse import (
     TypeAction,
 )
 from webarena_gym.browser import cdp_send
-from webarena_gym.errors import ActionError, ActionTimeoutError
+from webarena_gym.errors import ActionError, ActionTimeoutError, BrowserError
 
 if TYPE_CHECKING:  # pragma: no cover
     from playwright.sync_api import CDPSession, Page
@@ -210,8 +210,12 @@ def execute_action(action: Action, session: BrowserSession, id_map: Mapping[int,
     check_typing(typing)
     deadline = Deadline(timeout_s)
     session.check_alive(probe=False)  # a browser that died unnoticed fails the action (probed then)
-    before = {id(p) for p in session.pages}
-    opener = session.tab(session.page)
+    try:
+        before = {id(p) for p in session.pages}
+        opener = session.tab(session.page)
+    except PlaywrightError as exc:  # the browser died since the check (e.g. of the user's Ctrl-C)
+        session.check_alive()
+        raise BrowserError(f"the browser failed before {_label(action)} ran: {_short(exc)}") from exc
     window_opens = opener.window_opens
     session.take_blocked()
     try:

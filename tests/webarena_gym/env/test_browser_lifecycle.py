@@ -138,3 +138,19 @@ def test_crashed_tab_raises_then_reset_recovers(env_factory: Callable[..., Any])
     obs, info = env.reset(options={"task_id": 0})
     assert info["error"] is None and "link 'Products'" in obs["axtree"]
     env.close()
+
+
+@pytest.mark.browser
+def test_context_closed_before_an_action_is_a_browser_error(env_factory: Callable[..., Any],
+                                                            find_id: Any) -> None:
+    """The episode's browser context (its tabs) goes away between the liveness check and the action, as when
+    a Ctrl-C reaches Chromium first: a BrowserError (an infrastructure failure the episode retry knows), never
+    Playwright's raw TargetClosedError from opening a new tab, and reset recovers."""
+    env = env_factory()
+    obs, _ = env.reset(options={"task_id": 0})
+    env._session.context.close()
+    with pytest.raises(BrowserError, match="the browser failed before click"):
+        env.step("click [{}]".format(find_id(obs, "link 'Products'")))
+    obs, info = env.reset(options={"task_id": 0})
+    assert "link 'Products'" in obs["axtree"]
+    env.close()
