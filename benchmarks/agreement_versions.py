@@ -21,11 +21,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_agreement import CACHE_DIR, MEMORY_PRIOR_GRID, fit_memory_prior
+from benchmarks.bench_agreement import CACHE_DIR, MEMORY_PRIOR_GRID, fit_memory_prior, recorded_path
 from benchmarks.common import REPO_ROOT, code_version
 from cotrain.checkpoint import atomic_write_json, atomic_write_text
 from cotrain.grid_report import format_points, machine_info
 from cotrain.grid_stats import paired_estimate
+from es_agent.agreement import load_trajectories
 
 QUESTION = (
     "Written before either version was scored on the fresh splits (6 December 2026, 03:40 UTC): does the "
@@ -52,9 +53,6 @@ def compare(old: str, new: str, train: Sequence[str], splits: Sequence[str], *, 
             answer_prior: float = 100.0, cache_dir: Path = CACHE_DIR,
             grid: Sequence[float] = MEMORY_PRIOR_GRID) -> dict[str, Any]:
     """Both versions' fitted agreement on ``splits`` and their paired difference (``new - old``)."""
-    from benchmarks.bench_agreement import recorded_path
-    from es_agent.agreement import load_trajectories
-
     steps = [step for split in splits for step in load_trajectories(recorded_path(split, cache_dir))[0]]
     fits = {label: fit_memory_prior(model_name, genome, train, splits, scoring=scoring,
                                     goal_prior=goal_prior, answer_prior=answer_prior, version=version,

@@ -217,7 +217,8 @@ def truncate_axtree(
         return text, 0
     nodes = {n.line: n for n in parse_axtree(text)}
     names = [nodes[i].name if i in nodes else line for i, line in enumerate(lines)]
-    relevance, strong = goal_relevance(names, goal), strong_relevance(names, goal)
+    relevance, mass = _relevance(names, goal)
+    strong = _strong(relevance, mass)
     level = [5] * len(lines)
     weight = [0.0] * len(lines)
 
@@ -287,7 +288,10 @@ def strong_relevance(texts: Sequence[str], goal: str) -> list[float]:
     sum of the inverse frequencies of the goal's words that some text has), else 0: the date cell of the
     asked-for order, the title of the asked-for post. A goal that names nothing rare ("Show me the products
     of the ... category sorted by price") usually has no such text."""
-    scores, mass = _relevance(texts, goal)
+    return _strong(*_relevance(texts, goal))
+
+
+def _strong(scores: Sequence[float], mass: float) -> list[float]:
     return [score if score > 0 and score >= mass / 2 else 0.0 for score in scores]
 
 
@@ -311,13 +315,13 @@ def _record_spans(lines: Sequence[str], nodes: dict[int, AxNode]) -> dict[int, t
         if node is None:
             continue
         while open_records and open_records[-1][0] >= node.depth:
-            depth, start = open_records.pop()
+            _, start = open_records.pop()
             for j in range(start, i):
                 spans.setdefault(j, (start, i - 1))
         if node.role in RECORD_ROLES:
             open_records.append((node.depth, i))
     while open_records:
-        depth, start = open_records.pop()
+        _, start = open_records.pop()
         for j in range(start, len(lines)):
             spans.setdefault(j, (start, len(lines) - 1))
     return spans
