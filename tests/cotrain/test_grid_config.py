@@ -327,3 +327,35 @@ def test_tiebreak_grid_is_the_memory_grid_plus_the_tie_break_on_every_arm() -> N
                 assert [o for o in run.overrides if o not in twin.overrides] == [
                     "es.shaping.confidence_tiebreak=0.1"]
                 assert run.budget == twin.budget and run.tasks == twin.tasks
+
+
+def test_recipe_grid_runs_the_whole_recipe_on_nine_settings_with_each_tiers_own_memory() -> None:
+    """configs/grid_recipe.toml: 3 families x 3 tiers, every arm (the start included) with both priors, the
+    confidence tie-break and the memory of its own tier's training solutions (none of a held-out task);
+    `both` anchored; 72 episodes in every trained arm."""
+    from es_agent.memory import load_memory
+    from webarena_gym.embedded import load_entries
+
+    grid = load_grid_config(REPO / "configs" / "grid_recipe.toml")
+    assert grid.base == BASE and grid.seeds == (0, 1)
+    assert sorted((s.family, s.tier) for s in grid.settings) == sorted(
+        (f, t) for f in ("shopping", "shopping_admin", "reddit") for t in (1, 2, 3))
+    for setting in grid.settings:
+        runs = plan_grid(grid, settings=[setting.name])
+        assert [r.arm for r in runs] == ["start"] + ["prompts", "weights", "both"] * 2
+        for run in runs:
+            cfg = run_config(grid, run.overrides, run.arm)
+            policy = cfg.agent.policy
+            assert {k: policy[k] for k in ("goal_prior", "answer_prior", "memory_prior", "scoring")} == {
+                "goal_prior": 150, "answer_prior": 100, "memory_prior": 150, "scoring": "calibrated"}
+            assert policy["memory_file"] == f"configs/memory/tier{setting.tier}_train.json"
+            assert cfg.es.shaping.confidence_tiebreak == 0.1
+            assert cfg.env.spec.max_steps == {1: 3, 2: 5, 3: 8}[setting.tier]
+            assert cfg.es.distribution.anchor_pairs == (1 if run.arm == "both" else 0)
+            if run.budget is not None:
+                assert (run.budget.episodes, run.budget.steps) == (72, 72 * cfg.env.spec.max_steps)
+        memory = load_memory(REPO / f"configs/memory/tier{setting.tier}_train.json")
+        train = {e["task_id"] for e in load_entries(f"tier{setting.tier}_train")}
+        ids = {e.task_id for e in memory.exemplars}
+        assert memory.leave_out_same_goal and ids == train
+        assert not ids & set(runs[0].tasks.all_heldout)
