@@ -4,6 +4,7 @@ workers through ``PYTHONPATH``) and small run configurations on it with the tiny
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -33,6 +34,21 @@ def toy_config() -> Callable[..., TrainConfig]:
         return config_from_dict(toy_config_dict(**sections))
 
     return make
+
+
+def _default_sigint() -> None:
+    """Run in a child before its exec: SIGINT back to its default action, so the child Python installs its
+    KeyboardInterrupt handler (and ``esopt`` its own). A suite started in the background by a script
+    (``make test &``) inherits SIGINT ignored, as a POSIX shell starts every background job, and so would
+    the child: ``esopt`` then keeps the ignored disposition and a test's SIGINT never reaches it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def foreground_sigint() -> Callable[[], None]:
+    """A ``preexec_fn`` for the subprocesses a test interrupts as a terminal's Ctrl-C would
+    (:func:`_default_sigint`)."""
+    return _default_sigint
 
 
 @pytest.fixture(scope="session")

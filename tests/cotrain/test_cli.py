@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -269,15 +270,17 @@ def test_a_start_that_fails_before_its_first_generation_leaves_no_directory(
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_ctrl_c_on_train_is_quiet_and_a_second_writer_is_refused(tmp_path: Path, chromium_path: str,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_ctrl_c_on_train_is_quiet_and_a_second_writer_is_refused(
+        tmp_path: Path, chromium_path: str, capsys: pytest.CaptureFixture[str],
+        foreground_sigint: Callable[[], None]) -> None:
     """Ctrl-C reaches the whole process group (the Playwright driver too): one line, exit 130, no asyncio
     "Future exception was never retrieved"; while the run is alive, a second writer gets a one-line error."""
     env = {**os.environ, "WEBARENA_CHROMIUM": chromium_path}
     run_dir = tmp_path / "smoke"
     proc = subprocess.Popen([*ESOPT, "train", "--config", SMOKE, "--run-dir", str(run_dir), "--ui", "off",
                              "--set", "es.generations=50"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=foreground_sigint)
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and proc.poll() is None:

@@ -6,6 +6,7 @@ training while its job holds the lock, and to run again from the generations it 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -77,14 +79,15 @@ def _generations(out: Path) -> int:
     return len(path.read_text().splitlines()) if path.is_file() else 0
 
 
-def _start_grid(tmp_path: Path, out: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """Start ``esopt grid`` in its own session; returns it and its job's pid once that job has completed a
-    generation more than the run directory held before."""
+def _start_grid(tmp_path: Path, out: Path,
+                preexec: Callable[[], None]) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``esopt grid`` in its own session, SIGINT at its default action (``preexec``); returns it and its
+    job's pid once that job has completed a generation more than the run directory held before."""
     before = _generations(out)
     parent = subprocess.Popen(
         [sys.executable, "-m", "cotrain.cli", "grid", "--config", str(tmp_path / "grid.toml"), "--out",
          str(out), "--arms", "weights"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         owner = (out / LOCK).read_text() if (out / LOCK).is_file() else ""
@@ -104,7 +107,8 @@ def _wait_gone(pid: int, seconds: float) -> bool:
     return not _alive(pid)
 
 
-def test_an_interrupted_or_killed_grid_stops_its_job_and_the_run_resumes(tmp_path: Path) -> None:
+def test_an_interrupted_or_killed_grid_stops_its_job_and_the_run_resumes(
+        tmp_path: Path, foreground_sigint: Callable[[], None]) -> None:
     (tmp_path / "base.toml").write_text(BASE)
     # The report goes to the test's folder: the default (benchmarks/results/grid) is the repository's.
     report = tmp_path / "report"
@@ -113,23 +117,33 @@ def test_an_interrupted_or_killed_grid_stops_its_job_and_the_run_resumes(tmp_pat
 
     plan = plan_grid(load_grid_config(tmp_path / "grid.toml"), arms=["weights"])
 
-    parent, job = _start_grid(tmp_path, out)
-    (training,) = price_runs(plan, out)  # esopt grid --plan, while the job holds the run's lock
-    assert training.status == RUNNING and 0 < training.done < 1
-    os.kill(parent.pid, signal.SIGINT)  # the invocation alone: its job gets no signal from a terminal
-    assert parent.wait(timeout=120) == 130
-    assert not _alive(job), "the interrupted invocation left its job running"
-    assert not (out / LOCK.parent / "error.txt").exists()  # an interrupt is not a failed run
-    kept = _generations(out)
-    assert kept >= 1
-    (stopped,) = price_runs(plan, out)  # to run again, from the generations its directory kept
-    assert stopped.status == TO_RUN and stopped.done == pytest.approx(kept / 400)
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        parent, job = _start_grid(tmp_path, out, foreground_sigint)
+        started.append(parent)
+        (training,) = price_runs(plan, out)  # esopt grid --plan, while the job holds the run's lock
+        assert training.status == RUNNING and 0 < training.done < 1
+        os.kill(parent.pid, signal.SIGINT)  # the invocation alone: its job gets no signal from a terminal
+        assert parent.wait(timeout=120) == 130
+        assert not _alive(job), "the interrupted invocation left its job running"
+        assert not (out / LOCK.parent / "error.txt").exists()  # an interrupt is not a failed run
+        kept = _generations(out)
+        assert kept >= 1
+        (stopped,) = price_runs(plan, out)  # to run again, from the generations its directory kept
+        assert stopped.status == TO_RUN and stopped.done == pytest.approx(kept / 400)
 
-    parent, job = _start_grid(tmp_path, out)  # resumes the run directory (more generations than kept)
-    os.kill(parent.pid, signal.SIGKILL)
-    parent.wait(timeout=30)
-    assert _wait_gone(job, 60), "the job of a killed invocation went on training"
-    assert not (out / LOCK.parent / "error.txt").exists()
-    run = json.loads((out / LOCK.parent / "run" / "run.json").read_text())
-    assert run  # the run directory is readable after both stops
-    assert _generations(out) > kept
+        # resumes the run directory (more generations than kept)
+        parent, job = _start_grid(tmp_path, out, foreground_sigint)
+        started.append(parent)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=30)
+        assert _wait_gone(job, 60), "the job of a killed invocation went on training"
+        assert not (out / LOCK.parent / "error.txt").exists()
+        run = json.loads((out / LOCK.parent / "run" / "run.json").read_text())
+        assert run  # the run directory is readable after both stops
+        assert _generations(out) > kept
+    finally:  # a failed assertion leaves nothing of either grid (its own session) training behind the suite
+        for proc in started:
+            with contextlib.suppress(ProcessLookupError):  # the session is gone: the usual end
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
