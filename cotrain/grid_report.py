@@ -178,9 +178,12 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
         if matched:
             means = {arm: float(outcome_matrix([seeded[arm][k] for k in matched], "heldout").mean())
                      for arm in TRIO}
+            start_mean = float(outcome_matrix([start], "heldout").mean()) if start else None
             wins.append({"setting": s.name, "seeds": matched, "means": means,
                          "beats": means["both"] > max(means["prompts"], means["weights"]),
-                         "at_least": means["both"] >= max(means["prompts"], means["weights"])})
+                         "at_least": means["both"] >= max(means["prompts"], means["weights"]),
+                         # no arm and no start solves a held-out task: a tie that is not evidence
+                         "zero_tie": max(means.values()) == 0.0 and not start_mean})
         settings[s.name] = {"model": s.model, "family": s.family, "tier": s.tier, "arms": arms,
                             "comparisons": comparisons,
                             "start_rewards": start["rewards"] if start else None,
@@ -201,7 +204,8 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
         "seeds": list(grid.seeds), "arms": list(grid.arm_names), "settings": settings,
         "headlines": {
             "coevolution": {"k": sum(w["beats"] for w in wins),
-                            "k_at_least": sum(w["at_least"] for w in wins), "m": len(wins), "settings": wins},
+                            "k_at_least": sum(w["at_least"] for w in wins),
+                            "zero_ties": sum(w["zero_tie"] for w in wins), "m": len(wins), "settings": wins},
             "weights_vs_start": _est(bootstrap_mean(pooled, n_boot=_N_BOOT)) if pooled is not None else None},
         "tiers": tiers,
         "runs": {k: dict(r) for k, r in sorted(results.items())},
@@ -288,8 +292,10 @@ def headline_lines(report: Mapping[str, Any]) -> list[str]:
     co = report["headlines"]["coevolution"]
     w = report["headlines"]["weights_vs_start"]
     first = (f"co-evolution beats both matched single-space arms in {co['k']} of {co['m']} settings "
-             f"(at least as good in {co['k_at_least']} of {co['m']}; held-out test + test_unseen, mean over "
-             f"seeds x tasks, on the seeds all three trained arms share, at least {HEADLINE_MIN_SEEDS})")
+             f"(at least as good in {co['k_at_least']} of {co['m']}, {co.get('zero_ties', 0)} of them "
+             f"ties where no arm and not the start solves a held-out task; held-out test + test_unseen, "
+             f"mean over seeds x tasks, on the seeds all three trained arms share, "
+             f"at least {HEADLINE_MIN_SEEDS})")
     if w:
         second = (f"weights-only ES changes held-out success by {100 * w['mean']:+.1f} points (95 % CI "
                   f"{100 * w['low']:+.1f} to {100 * w['high']:+.1f}) over No-Skill ({w['n_seeds']} seed(s) x "

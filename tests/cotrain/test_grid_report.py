@@ -128,6 +128,30 @@ def test_the_coevolution_headline_compares_the_seeds_all_three_arms_share(tmp_pa
     assert "on the seeds all three trained arms share, at least 2" in headline_lines(report)[0]
 
 
+def test_a_tie_where_no_arm_and_not_the_start_solves_a_task_is_counted_apart(tmp_path: Path) -> None:
+    """Ties at 0 count as "at least as good" but are no evidence, so the headline says how many there are;
+    a setting whose start solves a task that every trained arm then loses is not such a tie."""
+    out = tmp_path / "g"
+    s1, s2, s3 = "tiny0_shopping_t1", "tiny0_reddit_t1", "tiny0_shopping_admin_t1"
+    write(out, result(s1, 1, "start", None, [1]))
+    write(out, result(s2, 1, "start", None, [], family="reddit"))
+    write(out, result(s3, 1, "start", None, [2], family="shopping_admin"))
+    for seed in (0, 1):
+        write(out, result(s1, 1, "prompts", seed, [1]))
+        write(out, result(s1, 1, "weights", seed, [1]))
+        write(out, result(s1, 1, "both", seed, [1, 2]))
+        for arm in ("prompts", "weights", "both"):
+            write(out, result(s2, 1, arm, seed, [], family="reddit"))
+            write(out, result(s3, 1, arm, seed, [], family="shopping_admin"))
+    report = build_report(grid(tmp_path, ["shopping", "reddit", "shopping_admin"]), collect_results([out]),
+                          command="c", dirs=[out])
+    co = report["headlines"]["coevolution"]
+    assert (co["k"], co["k_at_least"], co["zero_ties"], co["m"]) == (1, 3, 1, 3)
+    assert [w["zero_tie"] for w in co["settings"]] == [False, True, False]
+    assert "at least as good in 3 of 3, 1 of them ties where no arm and not the start solves" in \
+        headline_lines(report)[0]
+
+
 def test_the_same_run_with_other_overrides_does_not_merge(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     write(a, result("tiny0_shopping_t1", 1, "start", None, []))
