@@ -133,6 +133,7 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
     for s in every:
         mine = {k: r for k, r in results.items() if r["setting"] == s.name}
         start = mine.get(f"{s.name}/{START_ARM}")
+        start_heldout = outcome_matrix([start], "heldout") if start else None
         arms: dict[str, Any] = {}
         trained = {arm: sorted((r for r in mine.values() if r["arm"] == arm), key=lambda r: r["seed"])
                    for arm in grid.arms}
@@ -158,8 +159,8 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
             entry["updates"] = [r.get("updates") for r in runs]
             entry["seconds_train"] = [float(r.get("seconds_train") or 0.0) for r in runs]
             arms[arm] = entry
-            if start is not None and arm != START_ARM and outcome_matrix(runs, "heldout").shape[1]:
-                diff = outcome_matrix(runs, "heldout") - outcome_matrix([start], "heldout")
+            if start_heldout is not None and arm != START_ARM and outcome_matrix(runs, "heldout").shape[1]:
+                diff = outcome_matrix(runs, "heldout") - start_heldout
                 per_tier.setdefault(s.tier, {}).setdefault(arm, []).append(diff)
                 if arm == "weights":
                     weights_gain.append(diff)
@@ -178,12 +179,12 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
         if matched:
             means = {arm: float(outcome_matrix([seeded[arm][k] for k in matched], "heldout").mean())
                      for arm in TRIO}
-            start_mean = float(outcome_matrix([start], "heldout").mean()) if start else None
             wins.append({"setting": s.name, "seeds": matched, "means": means,
                          "beats": means["both"] > max(means["prompts"], means["weights"]),
                          "at_least": means["both"] >= max(means["prompts"], means["weights"]),
                          # no arm and no start solves a held-out task: a tie that is not evidence
-                         "zero_tie": max(means.values()) == 0.0 and not start_mean})
+                         "zero_tie": max(means.values()) == 0.0
+                         and not (start_heldout is not None and start_heldout.any())})
         settings[s.name] = {"model": s.model, "family": s.family, "tier": s.tier, "arms": arms,
                             "comparisons": comparisons,
                             "start_rewards": start["rewards"] if start else None,
@@ -292,7 +293,7 @@ def headline_lines(report: Mapping[str, Any]) -> list[str]:
     co = report["headlines"]["coevolution"]
     w = report["headlines"]["weights_vs_start"]
     first = (f"co-evolution beats both matched single-space arms in {co['k']} of {co['m']} settings "
-             f"(at least as good in {co['k_at_least']} of {co['m']}, {co.get('zero_ties', 0)} of them "
+             f"(at least as good in {co['k_at_least']} of {co['m']}, {co['zero_ties']} of them "
              f"ties where no arm and not the start solves a held-out task; held-out test + test_unseen, "
              f"mean over seeds x tasks, on the seeds all three trained arms share, "
              f"at least {HEADLINE_MIN_SEEDS})")
