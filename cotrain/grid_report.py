@@ -159,8 +159,9 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
             entry["updates"] = [r.get("updates") for r in runs]
             entry["seconds_train"] = [float(r.get("seconds_train") or 0.0) for r in runs]
             arms[arm] = entry
-            if start_heldout is not None and arm != START_ARM and outcome_matrix(runs, "heldout").shape[1]:
-                diff = outcome_matrix(runs, "heldout") - start_heldout
+            heldout = outcome_matrix(runs, "heldout")
+            if start_heldout is not None and arm != START_ARM and heldout.shape[1]:
+                diff = heldout - start_heldout
                 per_tier.setdefault(s.tier, {}).setdefault(arm, []).append(diff)
                 if arm == "weights":
                     weights_gain.append(diff)
