@@ -423,13 +423,18 @@ def training_curve(metrics: Sequence[Mapping[str, Any]]) -> list[float]:
 
 def update_summary(metrics: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """How many of a finished run's weight updates were empty, and why (``update_empty`` and
-    ``update_empty_reason`` of its metrics): all rewards tied, weights not evolved, coefficients cancelled."""
+    ``update_empty_reason`` of its metrics): all rewards tied, weights not evolved, coefficients cancelled;
+    and, where the metrics record ``rewards_tied``, how many non-empty ones came from the confidence tie-break
+    alone (``tiebreak_only``: every reward tied; ``None`` for metrics written before the key existed)."""
     reasons: dict[str, int] = {}
     for m in metrics:
         if m.get("update_empty"):
             reason = str(m.get("update_empty_reason", "unknown"))
             reasons[reason] = reasons.get(reason, 0) + 1
-    return {"generations": len(metrics), "empty": sum(reasons.values()), "empty_reasons": reasons}
+    recorded = bool(metrics) and all("rewards_tied" in m for m in metrics)
+    tiebreak = sum(1 for m in metrics if m.get("rewards_tied") and not m.get("update_empty"))
+    return {"generations": len(metrics), "empty": sum(reasons.values()), "empty_reasons": reasons,
+            "tiebreak_only": tiebreak if recorded else None}
 
 
 def actual_budget(cfg: TrainConfig, metrics: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -14,6 +14,11 @@ The grid file (TOML)::
     tier_set = { 3 = ["env.max_steps=10"] }   # overrides of the runs of one tier
     heldout_limit = 0                 # held-out tasks per split and setting (0: all; tests use 1-2)
 
+    [grid.tier_arm_set.3]             # overrides of one trained arm's runs at one tier (after the arm's):
+    prompts = ["env.tasks_per_generation=1"]      # here 40 episodes per arm at tier 3 instead of 72
+    weights = ["env.tasks_per_generation=1", "es.generations=10"]
+    both = ["env.tasks_per_generation=1"]
+
     [models]                          # model spec -> its overrides (agent.model is set to the spec)
     embedded = ["agent.dtype=bfloat16"]
 
@@ -25,8 +30,9 @@ The grid file (TOML)::
 A setting's own overrides select its tasks (:func:`setting_overrides`): the tier's training split restricted
 to the site family (``env.train_tasks``), the workers' env holding the tier's three splits, and its held-out
 tasks (the family's ``tier{t}_test`` and ``tier{t}_test_unseen`` tasks, scored separately). A run's overrides
-are, in order: ``grid.set``, the model's, the tier's (``grid.tier_set``), the setting's, the arm's,
-``es.seed``.
+are, in order: ``grid.set``, the model's, the tier's (``grid.tier_set``), the setting's, the arm's, the
+arm's at that tier (``grid.tier_arm_set``: a budget sized per tier, e.g. fewer episodes where runs are slow,
+still equal across arms), ``es.seed``.
 
 The planned budget of a run (:func:`planned_budget`) counts the episodes its config lets it run: population x
 tasks per generation x generations, plus the centre episodes of reflective mutation (one per reflected task,
@@ -53,7 +59,8 @@ SITE_FAMILIES = ("shopping", "shopping_admin", "reddit")
 """Site families of the embedded task set (a task's ``sites``)."""
 HELDOUT_SPLITS = ("test", "test_unseen")
 """The held-out splits of a tier, scored separately (``tier{t}_test``, ``tier{t}_test_unseen``)."""
-_GRID_KEYS = {"base", "seeds", "families", "tiers", "set", "tier_set", "results", "heldout_limit"}
+_GRID_KEYS = {"base", "seeds", "families", "tiers", "set", "tier_set", "tier_arm_set", "results",
+              "heldout_limit"}
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,9 @@ class GridConfig:
     """Report prefix: ``<results>.md``, ``<results>.json`` and ``<results>-<setting>.png``."""
     heldout_limit: int = 0
     """Held-out tasks per split and setting (the first ones by id; 0: all)."""
+    tier_arm_overrides: Mapping[int, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
+    """Tier -> trained arm -> overrides of that arm's runs at that tier (``grid.tier_arm_set``), applied after
+    the arm's own."""
 
     @property
     def settings(self) -> tuple[Setting, ...]:
@@ -197,9 +207,31 @@ def grid_config_from_dict(data: Mapping[str, Any], path: Path) -> GridConfig:
     for name in arms:
         if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
             raise _fail(f"arms.{name}", "arm names are letters, digits, '_' and '-'")
+    tier_arms = _tier_arm_overrides(grid.get("tier_arm_set", {}), tiers, arms)
     return GridConfig(path=path, base=base, seeds=seeds, models=models, families=tuple(families),
                       tiers=tiers, arms=arms, overrides=overrides, tier_overrides=tier_overrides,
-                      results=Path(results), heldout_limit=limit)
+                      results=Path(results), heldout_limit=limit, tier_arm_overrides=tier_arms)
+
+
+def _tier_arm_overrides(table: Any, tiers: Sequence[int],
+                        arms: Mapping[str, tuple[str, ...]]) -> dict[int, dict[str, tuple[str, ...]]]:
+    key = "grid.tier_arm_set"
+    if not isinstance(table, Mapping):
+        raise _fail(key, f"expected a table of tier = {{arm = [overrides]}}, got {table!r}")
+    found: dict[int, dict[str, tuple[str, ...]]] = {}
+    for tier, per_arm in table.items():
+        if not str(tier).isdigit() or int(tier) not in tiers:
+            raise _fail(f"{key}.{tier}", f"not a tier of grid.tiers {list(tiers)}")
+        if not isinstance(per_arm, Mapping):
+            raise _fail(f"{key}.{tier}", f"expected a table of arm = [overrides], got {per_arm!r}")
+        for arm in per_arm:
+            if arm == START_ARM:
+                raise _fail(f"{key}.{tier}.{arm}", "the untrained arm takes no overrides")
+            if arm not in arms:
+                raise _fail(f"{key}.{tier}.{arm}", f"not an arm of [arms] ({', '.join(arms)})")
+        found[int(tier)] = {str(arm): _str_list(value, f"{key}.{tier}.{arm}")
+                            for arm, value in per_arm.items()}
+    return found
 
 
 def _named_lists(table: Any, key: str) -> dict[str, tuple[str, ...]]:
@@ -273,7 +305,8 @@ def _toml_list(ids: Sequence[int | str]) -> str:
 def run_overrides(grid: GridConfig, setting: Setting, tasks: SettingTasks, arm: str,
                   seed: int | None) -> tuple[str, ...]:
     """Every override of one run, in order (``seed`` None: the ``start`` arm)."""
-    arm_set = () if arm == START_ARM else grid.arms[arm]
+    arm_set = () if arm == START_ARM else (*grid.arms[arm],
+                                           *grid.tier_arm_overrides.get(setting.tier, {}).get(arm, ()))
     seed_set = () if seed is None else (f"es.seed={seed}",)
     return (*grid.overrides, f"agent.model={setting.model}", *grid.models[setting.model],
             *grid.tier_overrides.get(setting.tier, ()), *setting_overrides(setting, tasks), *arm_set,

@@ -2,10 +2,12 @@
 
 ``esopt grid --plan`` runs nothing and writes nothing. Per setting and arm it prints the runs finished,
 running (their lock held by a job) and to run, the planned episodes per run, the measured minutes per
-finished run, and an estimate for the rest. An unfinished run costs the mean seconds per planned episode of
-the finished runs of its setting and arm (else of its arm in any setting, else of every finished trained run),
-times its planned episodes, times the share of its generations not yet done (a run resumes from its last
-generation); a ``start`` run is priced per held-out task. Finished runs are read from ``--out`` and the
+finished run, and an estimate for the rest. An unfinished run costs the mean rates of the finished runs of its
+setting and arm (else of its arm in any setting, else of every finished trained run): their training seconds
+per planned episode times its planned episodes and the share of its generations not yet done (a run resumes
+from its last generation), plus their held-out scoring seconds per held-out task times its held-out tasks
+(scoring costs the same whatever the training budget; a result without ``seconds_train`` prices the whole run
+per episode); a ``start`` run is priced per held-out task. Finished runs are read from ``--out`` and the
 ``--merge`` directories (each on its own: they may come from other grids), so a grid with another budget, or
 an earlier grid on the same settings, prices this one's runs by the episode. The wall time is the longest of
 ``jobs`` queues filled longest run first.
@@ -65,15 +67,38 @@ def result_units(result: Mapping[str, Any]) -> int:
                         f"held-out tasks ({type(exc).__name__}: {exc})") from None
 
 
-def rates(results: Sequence[Mapping[str, Any]]) -> dict[tuple[str, ...], list[float]]:
-    """Seconds per unit of every finished run, under ``(setting, arm)``, ``(arm,)`` and, for trained arms,
+@dataclass(frozen=True)
+class Rate:
+    """What one finished run cost per unit: training seconds per planned episode and held-out scoring seconds
+    per held-out task (a ``start`` run only scores)."""
+
+    per_episode: float
+    per_heldout_task: float
+
+
+def result_rate(result: Mapping[str, Any]) -> Rate | None:
+    """A finished run's :class:`Rate` (``None`` when it has no seconds or no units to divide them by)."""
+    units = result_units(result)
+    if units <= 0 or "seconds" not in result:
+        return None
+    seconds = float(result["seconds"])
+    if result.get("arm") == START_ARM:
+        return Rate(0.0, seconds / units)
+    train = result.get("seconds_train")
+    tasks = sum(len(ids) for ids in (result.get("tasks") or {}).values())
+    if not train or tasks <= 0:  # an older result: the whole run per episode
+        return Rate(seconds / units, 0.0)
+    return Rate(float(train) / units, max(0.0, seconds - float(train)) / tasks)
+
+
+def rates(results: Sequence[Mapping[str, Any]]) -> dict[tuple[str, ...], list[Rate]]:
+    """The :class:`Rate` of every finished run, under ``(setting, arm)``, ``(arm,)`` and, for trained arms,
     ``("trained",)``."""
-    out: dict[tuple[str, ...], list[float]] = {}
+    out: dict[tuple[str, ...], list[Rate]] = {}
     for result in results:
-        units = result_units(result)
-        if units <= 0 or "seconds" not in result:
+        rate = result_rate(result)
+        if rate is None:
             continue
-        rate = float(result["seconds"]) / units
         arm = str(result["arm"])
         keys = [(str(result["setting"]), arm), (arm,)] + ([("trained",)] if arm != START_ARM else [])
         for key in keys:
@@ -121,7 +146,10 @@ def price_runs(plan: Sequence[GridRun], out: Path, others: Sequence[Path] = ()) 
         for pool, what in lookups:
             samples = per_unit.get(pool)
             if samples:
-                seconds = sum(samples) / len(samples) * units * (1.0 - done)
+                episodes = run.budget.episodes if run.budget is not None else 0
+                per_episode = sum(r.per_episode for r in samples) / len(samples)
+                per_task = sum(r.per_heldout_task for r in samples) / len(samples)
+                seconds = per_episode * episodes * (1.0 - done) + per_task * len(run.tasks.all_heldout)
                 basis = f"{len(samples)} finished {what}"
                 break
         costs.append(RunCost(run.key, run.setting.name, run.arm, status, units, done, seconds, basis))

@@ -386,12 +386,15 @@ def render_markdown(report: Mapping[str, Any], pngs: Mapping[str, str]) -> str:
                 continue
             ups = [u for u in a.get("updates") or [] if u]
             curve = a.get("curve_mean") or []
+            tiebreak = " ".join("?" if u.get("tiebreak_only") is None else str(u["tiebreak_only"])
+                                for u in ups)
             rows.append([name, arm, " ".join(f"{u['empty']}/{u['generations']}" for u in ups) or "-",
                          "; ".join(sorted({r for u in ups for r in u.get("empty_reasons", {})})) or "-",
-                         f"{sum(curve) / len(curve):.3f}" if curve else "-"])
-    lines += ["", "## Why a centre moves or not: empty weight updates per seed (all rewards tied, ...) and "
-              "the population's training success", "",
-              *_table(["setting", "arm", "empty updates / generations", "reasons",
+                         tiebreak or "-", f"{sum(curve) / len(curve):.3f}" if curve else "-"])
+    lines += ["", "## Why a centre moves or not: empty weight updates per seed (all rewards tied, ...), the "
+              "updates made by the confidence tie-break alone (every reward tied; ? where the run's metrics "
+              "predate the record) and the population's training success", "",
+              *_table(["setting", "arm", "empty updates / generations", "reasons", "tie-break-only updates",
                        "population training success, mean over generations"], rows)]
     lines += ["", "## Learning curves (population training success per generation, mean over seeds)", ""]
     lines += [f"- {name}: ![{name}]({pngs[name]})" for name in report["settings"] if name in pngs]

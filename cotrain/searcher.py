@@ -23,11 +23,13 @@ One generation (``step()`` wraps ``_step()``, EvoTorch style; the problem is any
 
 Status keys beyond the contract: ``best_genome`` (slot -> id of the most probable variant), ``task_batch``,
 ``env_seed``, ``update_size`` (seeds in the weight update), ``update_empty`` (bool) and, only when the update
-is empty, ``update_empty_reason`` (e.g. every fitness ties), ``pool_sizes``, ``pool_changes`` (count) and
-``seconds_prompt_evolution``; ``centre_eval`` (present only in the generations that evaluate the centre) also
-carries ``reward_mean``, per-task ``rewards`` and the ``generation`` whose centre it scored; ``start_eval``
-(generation 1 of a run with ``eval_at_start`` only) is the same dict for the start (``generation`` 0).
-``reward_mean/max/min`` are over the evals' fitness column.
+is empty, ``update_empty_reason`` (e.g. every fitness ties), ``rewards_tied`` (bool: every candidate got the
+same reward on every task of the batch, so the rewards carry no signal; a non-empty update in such a
+generation came from the confidence tie-break alone, :mod:`cotrain.shaping`), ``pool_sizes``,
+``pool_changes`` (count) and ``seconds_prompt_evolution``; ``centre_eval`` (present only in the generations
+that evaluate the centre) also carries ``reward_mean``, per-task ``rewards`` and the ``generation`` whose
+centre it scored; ``start_eval`` (generation 1 of a run with ``eval_at_start`` only) is the same dict for the
+start (``generation`` 0). ``reward_mean/max/min`` are over the evals' fitness column.
 
 Ablations come from the distribution's config (``evolve_weights`` / ``evolve_prompts``).
 """
@@ -58,6 +60,11 @@ OPTIONAL_STATUS_KEYS = frozenset({"centre_eval", "start_eval", "update_empty_rea
 schedule; ``start_eval``: generation 1 with ``eval_at_start``; ``update_empty_reason``: when the weight update
 is empty)."""
 _TASK_TAG = 0x7461736B  # "task": the task-batch stream, apart from the distribution's and the evolver's
+
+
+def rewards_tied(rewards: torch.Tensor) -> bool:
+    """Whether every candidate (row) got the same rewards on every task (column): no reward signal."""
+    return bool((rewards == rewards[:1]).all()) if rewards.numel() else True
 
 
 def draw_task_batch(train_tasks: Sequence[TaskId], k: int, seed: int, generation: int) -> tuple[TaskId, ...]:
@@ -211,6 +218,7 @@ class CoEvolutionES(SearchAlgorithm):
             "env_seed": env_seed,
             "update_size": len(update),
             "update_empty": update.is_empty,
+            "rewards_tied": rewards_tied(rewards),
             "pool_sizes": {name: len(v) for name, v in problem.pools.slots.items()},
             "pool_changes": len(changes),
         })

@@ -30,6 +30,8 @@ def format_status_line(record: GenerationRecord, total_generations: int | None =
     parts += [f"{name}={value:{fmt}}" for name, value, fmt in fields if value is not None]
     if record.start_eval is not None:
         parts.append(f"start={record.start_eval.success_rate:.2f}")
+    if record.update_kind is not None:
+        parts.append(f"update={record.update_kind.replace(' ', '-')}")
     seconds = [
         ("rollout", record.seconds_rollout),
         ("perturb", record.seconds_perturb),

@@ -204,10 +204,15 @@ def _rewards(state: DashboardState, width: int) -> Panel:
         )
     span = f"gens {hist[0].gen}–{hist[-1].gen}" if len(hist) > 1 else f"gen {hist[0].gen}"
     grid.add_row("", "", Text(span, style="dim"), "")
-    held_out = state.held_out
-    if held_out is None:
+    notes: list[RenderableType] = []
+    if state.update_note is not None:
+        tied = last.update_kind in ("tie-break only", "empty")
+        notes.append(Text(state.update_note, style="yellow" if tied else "dim"))
+    if state.held_out is not None:
+        notes.append(Text(state.held_out, style="bold yellow"))
+    if not notes:
         return _section("Reward per generation", grid, width)
-    return _section("Reward per generation", Group(grid, Text(held_out, style="bold yellow")), width)
+    return _section("Reward per generation", Group(grid, *notes), width)
 
 
 def _stretch(values: Sequence[float | None], times: int) -> list[float | None]:

@@ -87,6 +87,22 @@ class GenerationRecord:
     ended_at: float | None = None
     centre_eval: EvalSummary | None = None
     start_eval: EvalSummary | None = None
+    update_empty: bool | None = None
+    update_empty_reason: str | None = None
+    rewards_tied: bool | None = None
+
+    @property
+    def update_kind(self) -> str | None:
+        """What moved the weights: ``rewards``, ``tie-break only`` (every reward tied; the confidence
+        tie-break made the update), ``empty`` (nothing moved), ``non-empty`` (a status without
+        ``rewards_tied``); ``None`` when the status did not say."""
+        if self.update_empty:
+            return "empty"
+        if self.update_empty is None:
+            return None
+        if self.rewards_tied:
+            return "tie-break only"
+        return "rewards" if self.rewards_tied is not None else "non-empty"
 
 
 @dataclass
@@ -114,6 +130,11 @@ def _scalar(value: Any) -> float | None:
     except (TypeError, ValueError, RuntimeError):
         return None
     return result if math.isfinite(result) else None
+
+
+def _flag(status: Mapping[str, Any], key: str) -> bool | None:
+    value = status.get(key)
+    return bool(value) if isinstance(value, bool | int) else None
 
 
 def _first(status: Mapping[str, Any], *keys: str) -> float | None:
@@ -212,6 +233,10 @@ class DashboardState:
             ended_at=self.now,
             centre_eval=EvalSummary.from_status(centre, gen),
             start_eval=EvalSummary.from_status(status.get("start_eval"), 0),
+            update_empty=_flag(status, "update_empty"),
+            update_empty_reason=(str(status["update_empty_reason"]) if status.get("update_empty_reason")
+                                 else None),
+            rewards_tied=_flag(status, "rewards_tied"),
         )
         if record.start_eval is not None:
             self.start_eval = record.start_eval
@@ -304,6 +329,24 @@ class DashboardState:
         """The start beside the latest centre on the held-out tasks (:func:`format_held_out`, without the
         centre's generation: the dashboard's centre sparkline shows when it was scored)."""
         return format_held_out(self.start_eval, self.latest_centre_eval, generation=False)
+
+    @property
+    def update_note(self) -> str | None:
+        """How the weight updates went so far: counts of updates from rewards, from the confidence tie-break
+        alone (every reward tied) and empty, with the latest empty one's reason; ``None`` when no status
+        said (e.g. stock EvoTorch searchers)."""
+        kinds = [r.update_kind for r in self.history if r.update_kind is not None]
+        if not kinds:
+            return None
+        counts = [(kinds.count(kind), kind) for kind in ("rewards", "non-empty", "tie-break only", "empty")]
+        text = f"weight updates of {len(kinds)} gens: " + ", ".join(
+            f"{n} {'from rewards' if kind == 'rewards' else kind}" for n, kind in counts if n)
+        reason = next((r.update_empty_reason for r in reversed(self.history) if r.update_empty_reason), None)
+        if self.history[-1].update_kind == "tie-break only":
+            text += " (latest: every reward tied)"
+        elif reason is not None and self.history[-1].update_kind == "empty":
+            text += f" (latest: {reason})"
+        return text
 
     @property
     def generations_done(self) -> int:

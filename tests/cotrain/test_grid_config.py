@@ -49,6 +49,12 @@ def grid_dict(**grid: Any) -> dict[str, Any]:
     ({"set": ["es.population"]}, "grid.set"),
     ({"tier_set": {"4": ["env.max_steps=9"]}}, "grid.tier_set.4"),
     ({"heldout_limit": -1}, "grid.heldout_limit"),
+    ({"tier_arm_set": {"2": {"both": ["es.generations=4"]}}}, "grid.tier_arm_set.2"),
+    ({"tier_arm_set": {"1": {"prompts": ["es.generations=4"]}}}, "grid.tier_arm_set.1.prompts"),
+    ({"tier_arm_set": {"1": {"start": ["es.generations=4"]}}}, "grid.tier_arm_set.1.start"),
+    ({"tier_arm_set": {"1": {"both": ["es.generations"]}}}, "grid.tier_arm_set.1.both"),
+    ({"tier_arm_set": {"1": ["es.generations=4"]}}, "grid.tier_arm_set.1"),
+    ({"tier_arm_set": ["es.generations=4"]}, "grid.tier_arm_set"),
     ({"colour": "blue"}, "grid.colour"),
 ])
 def test_malformed_grid_file_names_the_key(change: dict[str, Any], key: str, tmp_path: Path) -> None:
@@ -359,3 +365,29 @@ def test_recipe_grid_runs_the_whole_recipe_on_nine_settings_with_each_tiers_own_
         ids = {e.task_id for e in memory.exemplars}
         assert memory.leave_out_same_goal and ids == train
         assert not ids & set(runs[0].tasks.all_heldout)
+
+
+def test_the_6h_grid_reuses_the_recipe_grids_tier_1_and_starts_and_cuts_tiers_2_and_3_equally() -> None:
+    """configs/grid_6h.toml: grid_recipe with the same tier-1 and start runs (same overrides and digests, so
+    their copied results are reused), and per-tier arm overrides (grid.tier_arm_set, applied after the arm's
+    own) that give every trained arm 40 episodes at tier 2 and 20 at tier 3."""
+    recipe = {r.key: r for r in plan_grid(load_grid_config(REPO / "configs" / "grid_recipe.toml"))}
+    grid = load_grid_config(REPO / "configs" / "grid_6h.toml")
+    assert set(grid.tier_arm_overrides) == {2, 3}
+    runs = plan_grid(grid)
+    assert {r.key for r in runs} == set(recipe)
+    for run in runs:
+        twin = recipe[run.key]
+        if run.setting.tier == 1 or run.arm == "start":
+            assert (run.overrides, run.config_sha256, run.budget) == (twin.overrides, twin.config_sha256,
+                                                                      twin.budget)
+            continue
+        assert run.overrides[:len(twin.overrides) - 1] == twin.overrides[:-1]  # + the arm's at the tier
+        assert run.overrides[-1] == twin.overrides[-1] == f"es.seed={run.seed}"
+        assert run.budget is not None
+        assert run.budget.episodes == {2: 40, 3: 20}[run.setting.tier]
+        cfg = run_config(grid, run.overrides, run.arm)
+        assert cfg.env.tasks_per_generation == 1
+        assert cfg.es.generations == {("weights", 2): 10, ("weights", 3): 5}.get(
+            (run.arm, run.setting.tier), {2: 8, 3: 4}[run.setting.tier])
+        assert cfg.es.distribution.total_generations == {2: 8, 3: 4}[run.setting.tier]

@@ -26,14 +26,16 @@ def _run(arm: str, seed: int | None, episodes: int = 100, setting: Setting = SHO
     return GridRun(setting, arm, seed, (f"x={arm}{seed}",), TASKS, budget)
 
 
-def _finish(out: Path, run: GridRun, seconds: float) -> None:
-    """A result file as the grid writes one (only the fields the plan reads, and the identity checks)."""
+def _finish(out: Path, run: GridRun, seconds: float, seconds_train: float | None = None) -> None:
+    """A result file as the grid writes one (only the fields the plan reads, and the identity checks);
+    without ``seconds_train``, as results written before the grid recorded it."""
     folder = run.folder(out)
     folder.mkdir(parents=True)
+    extra = {} if seconds_train is None else {"seconds_train": seconds_train}
     (folder / "result.json").write_text(json.dumps({
         "format": RESULT_FORMAT, "key": run.key, "setting": run.setting.name, "arm": run.arm,
         "seed": run.seed, "overrides": list(run.overrides), "tasks": TASKS.to_dict()["heldout"],
-        "budget_planned": run.budget.to_dict() if run.budget else None, "seconds": seconds}))
+        "budget_planned": run.budget.to_dict() if run.budget else None, "seconds": seconds, **extra}))
 
 
 def test_unfinished_runs_cost_the_finished_runs_seconds_per_episode(tmp_path: Path) -> None:
@@ -59,6 +61,25 @@ def test_unfinished_runs_cost_the_finished_runs_seconds_per_episode(tmp_path: Pa
     text = format_plan(list(costs.values()), 2)
     assert "tiny0_shopping_t1  weights  1         0        2       100 episodes  10.0" in text
     assert "about 0.5 h left in 3 run(s)" in text  # 1900 s
+
+
+def test_held_out_scoring_is_priced_per_task_and_training_per_episode(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run of another budget (grid_6h's 40-episode runs priced by grid_recipe's 72-episode ones): training
+    scales with the episodes, the held-out scoring after it does not."""
+    from cotrain import grid_plan
+
+    out, other = tmp_path / "grid", tmp_path / "bigger"
+    _finish(other, _run("weights", 0, episodes=200), 1040.0, seconds_train=1000.0)  # 5 s/episode, 10 s/task
+    _finish(other, _run("weights", 1, episodes=100), 380.0, seconds_train=300.0)    # 3 s/episode, 20 s/task
+    small = _run("weights", 2, episodes=50)
+    (cost,) = price_runs([small], out, [other])
+    assert cost.seconds == pytest.approx(4.0 * 50 + 15.0 * 4)  # mean rates x 50 episodes, x 4 held-out tasks
+    # Half its generations done (a resumed run; isolated from a real run directory): half the training is
+    # left, and all of the scoring.
+    monkeypatch.setattr(grid_plan, "_progress", lambda run, folder: 0.5)
+    (cost,) = price_runs([small], out, [other])
+    assert cost.seconds == pytest.approx(4.0 * 25 + 15.0 * 4)
 
 
 def test_without_a_finished_run_of_the_setting_or_arm_the_plan_falls_back_and_says_so(tmp_path: Path) -> None:

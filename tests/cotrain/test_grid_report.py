@@ -30,7 +30,9 @@ def result(setting: str, tier: int, arm: str, seed: int | None, solved: list[int
             "rewards": {str(t): 1.0 if t in solved else 0.0 for t in TEST + UNSEEN},
             "curve": [0.0, 0.5], "seconds_train": 1.0,
             "updates": None if seed is None else {"generations": 2, "empty": seed, "empty_reasons":
-                                                  {"all rewards tie": seed} if seed else {}},
+                                                  {"all rewards tie": seed} if seed else {},
+                                                  # seed 0: metrics from before the rewards_tied record
+                                                  **({"tiebreak_only": 1} if seed else {})},
             "budget_planned": None if seed is None else {"episodes": 6, "steps": 6},
             "budget_actual": None if seed is None else {"episodes": 6, "steps": None}}
 
@@ -97,7 +99,7 @@ def test_report_on_hand_computed_outcomes_with_a_merged_directory(tmp_path: Path
                                                           "tiers": "grid-tiers.png"}
     markdown = paths[1].read_text()
     assert "| tiny0_shopping_t1 | weights | 2 | 100.0 [100.0, 100.0] | 0.0 [0.0, 0.0] | 50.0" in markdown
-    assert "| tiny0_shopping_t1 | weights | 0/2 1/2 | all rewards tie | 0.250 |" in markdown
+    assert "| tiny0_shopping_t1 | weights | 0/2 1/2 | all rewards tie | ? 1 | 0.250 |" in markdown
     assert "| 3 | test_unseen | 0 | 0/2 | 0/2 | 2/2 |" in markdown  # prompts, weights, both
     assert "| gained / lost cells |  |  | +0 / -0 of 8 | +2 / -0 of 8 | +4 / -0 of 8 |" in markdown
     assert all(p.stat().st_size > 0 for p in paths)

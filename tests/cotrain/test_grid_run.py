@@ -136,6 +136,7 @@ def test_tiny_grid_runs_every_run_once_and_scores_the_held_out_tasks(grid: Grid)
         # the tiny model fails every task: every generation's rewards tie, so every weight update is empty,
         # and the steps are counted (1 step per episode here)
         assert both["updates"]["generations"] == 2 and both["updates"]["empty"] == 2
+        assert both["updates"]["tiebreak_only"] == 0  # recorded; no tie-break configured here
         assert both["budget_actual"]["steps"] == 4
         assert (out / both["run_dir"] / "run.json").is_file()
         assert both["command"].startswith("esopt train --config ")

@@ -182,6 +182,7 @@ def test_an_empty_update_says_why_in_the_status(pools: PromptPools) -> None:
     problem.all_tie = False
     searcher.step()
     assert [s["update_empty"] for s in seen] == [False, True, False]
+    assert [s["rewards_tied"] for s in seen] == [False, True, False]
     assert "update_empty_reason" not in seen[0] and "update_empty_reason" not in seen[2]
     assert "ties" in seen[1]["update_empty_reason"] and seen[1]["update_size"] == 0
     assert [g for g, _, _ in problem.updates] == [1, 2, 3] and problem.updates[1][1] == ()
@@ -332,14 +333,17 @@ def test_the_confidence_tiebreak_on_a_real_agent_problem_moves_every_generation(
         seen: list[dict[str, Any]] = []
         searcher.log_hook.append(seen.append)
         tied = 0
-        for _ in range(2):
+        for gen in range(2):
             searcher.step()
             record = searcher.last_record
             rewards, confidences = torch.tensor(record["rewards"]), torch.tensor(record["confidences"])
             assert confidences.shape == rewards.shape == (4, 2)
             assert torch.isfinite(confidences).all() and len(set(confidences.reshape(-1).tolist())) > 1
             tied += bool((rewards.mean(dim=1) == rewards.mean()).all())  # no signal without the tie-break
+            # the status says when the rewards tie, so the update came from the tie-break alone
+            assert seen[gen]["rewards_tied"] == bool((rewards == rewards[0]).all())
         assert tied >= 1
         assert [s["update_empty"] for s in seen] == [False, False]
+        assert any(s["rewards_tied"] for s in seen)  # a generation moved by the tie-break alone, and says so
     finally:
         problem.close()

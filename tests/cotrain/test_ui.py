@@ -430,6 +430,33 @@ def assert_png(path: Path) -> None:
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
 
 
+def test_tied_rewards_and_empty_updates_are_shown(capsys: pytest.CaptureFixture[str]) -> None:
+    """The dashboard and the plain lines say when the weights moved on the rewards, on the confidence
+    tie-break alone (every reward tied) or not at all (with the searcher's reason)."""
+    state = DashboardState(run_name="ties", total_generations=4, started_at=0.0, now=0.0)
+    kinds = [{"update_empty": False, "rewards_tied": False},
+             {"update_empty": False, "rewards_tied": True},
+             {"update_empty": True, "rewards_tied": True,
+              "update_empty_reason": "every candidate's fitness ties"}]
+    for gen, keys in enumerate(kinds, start=1):
+        state.on_status({"iter": gen, "reward_mean": 0.0, "success_rate": 0.0, **keys}, now=float(gen))
+    assert [r.update_kind for r in state.history] == ["rewards", "tie-break only", "empty"]
+    assert state.update_note == ("weight updates of 3 gens: 1 from rewards, 1 tie-break only, 1 empty "
+                                 "(latest: every candidate's fitness ties)")
+    for width in (80, 120):
+        text = render_text(state, width)
+        assert all(len(line) <= width for line in text.splitlines())
+        words = " ".join(text.replace("│", " ").split())  # the note wraps inside its panel
+        assert "1 from rewards, 1 tie-break" in words and "1 empty (latest: every" in words
+    state.on_status({"iter": 4, "reward_mean": 0.0, "update_empty": False, "rewards_tied": True}, now=5.0)
+    assert state.update_note is not None and state.update_note.endswith("(latest: every reward tied)")
+    assert DashboardState().update_note is None  # no status said anything: no line
+    logger = RichDashboardLogger(run_name="plain", total_generations=4, clock=FakeClock())
+    logger._log({"iter": 2, "reward_mean": 0.0, "update_empty": False, "rewards_tied": True})
+    logger.close()
+    assert capsys.readouterr().out.splitlines() == ["gen 2/4 reward_mean=0.000 update=tie-break-only"]
+
+
 def test_learning_curve_from_jsonl(tmp_path: Path) -> None:
     metrics = tmp_path / "metrics.jsonl"
     metrics.write_text("\n".join(json.dumps(contract_status(g)) for g in range(1, 13)) + "\n")
