@@ -234,3 +234,23 @@ def test_a_run_is_refused_in_another_dtype_than_its_settings_start(tmp_path: Pat
     monkeypatch.setenv("ESOPT_AUTO_DTYPE", "bfloat16")
     start.write_text(json.dumps({"format": "esopt-grid-result/1"}))  # written before dtypes were recorded
     check_start_dtype(both, run_cfg, out)
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_reward_ties_are_read_back_from_the_run_directories(grid: Grid, tmp_path: Path) -> None:
+    """benchmarks.reward_ties on the real runs: the tiny model fails every task, so every generation's rewards
+    tie, as the runs' own results record; a result without its run directory is counted as missing."""
+    from benchmarks.reward_ties import count_ties, format_table
+
+    (count,) = count_ties(grid.out_a)
+    result = json.loads((grid.out_a / A / "both" / "seed0" / "result.json").read_text())
+    assert (count.setting, count.arm, count.runs, count.missing) == (A, "both", 1, 0)
+    assert count.generations == result["updates"]["generations"] == 2
+    assert count.tied == 2 and count.share == 1.0
+    copy = tmp_path / "copied" / A / "both" / "seed0"
+    copy.mkdir(parents=True)
+    (copy / "result.json").write_text(json.dumps(result))
+    (missing,) = count_ties(tmp_path / "copied")
+    assert (missing.runs, missing.generations, missing.missing, missing.share) == (0, 0, 1, None)
+    assert f"| out_a | {A} | both | 1 | 2 | 2 (100 %) | 0 |" in format_table([count])
