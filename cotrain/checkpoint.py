@@ -475,6 +475,25 @@ class RunDir:
                              checksum={"generation": generation, "value": checksum})
         return final
 
+    def prune_snapshots(self) -> tuple[list[int], int]:
+        """Delete every snapshot but the latest, and snapshot folders ``run.json`` no longer lists (left by a
+        kill mid-prune); returns the pruned generations and the bytes freed. Nothing is lost: the centre
+        after any generation is still rebuilt, from the base model or the kept snapshot plus the logged
+        updates (:meth:`load_state`). The caller holds the lock (another writer: RunDirError)."""
+        listed = sorted(self.manifest["snapshots"], key=lambda s: s["generation"])
+        keep = listed[-1:]
+        pruned = [s["generation"] for s in listed[:-1]]
+        if pruned:  # run.json first: a kill after it leaves unlisted folders, which the next prune removes
+            self._write_manifest(snapshots=keep)
+        kept = {self.snapshot_dir(s["generation"]).name for s in keep}
+        freed = 0
+        folder = self.path / "snapshots"
+        for stale in sorted(folder.glob("gen_*")) if folder.is_dir() else ():
+            if stale.is_dir() and stale.name not in kept:
+                freed += sum(f.stat().st_size for f in stale.rglob("*") if f.is_file())
+                shutil.rmtree(stale)
+        return pruned, freed
+
     def has_snapshot(self, generation: int) -> bool:
         """Whether ``run.json`` lists a snapshot of ``generation``."""
         return any(s["generation"] == generation for s in self.manifest["snapshots"])
@@ -548,6 +567,17 @@ class RunDir:
         manifest = {**self.manifest, **changes, "updated": _now()}
         atomic_write_json(self.path / "run.json", manifest)
         self.manifest = manifest
+
+
+def prune_run(path: str | Path) -> tuple[list[int], int]:
+    """Open the run at ``path``, take its lock and keep only its latest snapshot
+    (:meth:`RunDir.prune_snapshots`); returns the pruned generations and the bytes freed."""
+    run = RunDir.open(path)
+    run.lock()
+    try:
+        return run.prune_snapshots()
+    finally:
+        run.release()
 
 
 def write_model_metadata(model_spec: str, dest: Path) -> None:

@@ -163,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="write the centre as a Hugging Face model directory + best prompt")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--out", required=True, help="output directory (absent or empty)")
+    p = sub.add_parser("prune", help="free disk: keep only the latest weight snapshot of finished runs")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="run directories, or folders searched for them (a grid's --out)")
     _add_grid_parser(sub)
     return parser
 
@@ -358,12 +361,46 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2) if args.json else format_report(report))
     elif args.command == "grid":
         return _grid(args)
+    elif args.command == "prune":
+        return _prune(args.paths)
     elif args.command == "export":
         from cotrain.export import export_run
 
         out = export_run(args.run_dir, args.out)
         print(f"exported to {out} (load with transformers.AutoModelForCausalLM.from_pretrained)")
     return 0
+
+
+def _prune(paths: Sequence[str]) -> int:
+    """``esopt prune``: every finished run under ``paths`` keeps only its latest snapshot; a run another
+    process writes, or an unfinished one, is left whole and named (exit status 1)."""
+    from cotrain.checkpoint import RunDir, prune_run
+    from cotrain.errors import RunDirError
+
+    runs: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.is_dir():
+            raise RunDirError(f"no run directory or folder at {path}")
+        runs += [path] if (path / "run.json").exists() else sorted(p.parent for p in path.rglob("run.json"))
+    if not runs:
+        raise RunDirError(f"no run directory (run.json) under {', '.join(paths)}")
+    total, left = 0, 0
+    for run in runs:
+        if not RunDir.open(run).finished:
+            print(f"{run}: unfinished, left whole (resume it, then prune)")
+            left += 1
+            continue
+        try:
+            pruned, freed = prune_run(run)
+        except RunDirError as exc:
+            print(f"{run}: left whole: {_one_line(exc)}")
+            left += 1
+            continue
+        total += freed
+        print(f"{run}: pruned generation(s) {pruned or 'none'} ({freed / 2**20:.0f} MiB)")
+    print(f"freed {total / 2**30:.2f} GiB in {len(runs) - left} run(s); {left} left whole")
+    return 1 if left else 0
 
 
 def _one_line(exc: BaseException) -> str:

@@ -9,7 +9,8 @@ Layout of ``--out``::
 
     <setting>/start/result.json              the base model + baseline genome, scored (no run directory)
     <setting>/<arm>/seed<k>/run/             the run directory (``esopt resume --run-dir`` continues it)
-    <setting>/<arm>/seed<k>/result.json      the run's outcome (written atomically when it is complete)
+    <setting>/<arm>/seed<k>/result.json      the run's outcome (written atomically when it is complete;
+                                             then the run keeps only its final weight snapshot)
     <setting>/<arm>/seed<k>/grid.lock        held by the job working on it
     plan.json                                the grid as planned by the last invocation
 
@@ -312,9 +313,20 @@ def execute_run(grid_base: Path, run: GridRun, out: Path,
     result["seconds"] = time.perf_counter() - started
     result["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     atomic_write_json(folder / RESULT_FILE, result)
+    if run.arm != START_ARM:  # the result is safe: earlier snapshots only cost disk (about 0.5 GB each)
+        _prune(run.run_dir(out), run.key, log)
     log(f"{run.key}: held-out success {result['success']['heldout']:.3f} "
         f"(test {result['success']['test']:.3f}, test_unseen {result['success']['test_unseen']:.3f})")
     return result
+
+
+def _prune(run_dir: Path, key: str, log: Callable[[str], None]) -> None:
+    from cotrain.checkpoint import prune_run
+
+    pruned, freed = prune_run(run_dir)
+    if pruned:
+        log(f"{key}: pruned the snapshots of generation(s) {pruned} ({freed / 2**20:.0f} MiB; the centre "
+            f"of any generation is still rebuilt from the update log)")
 
 
 def check_start_dtype(run: GridRun, cfg: TrainConfig, out: Path) -> None:

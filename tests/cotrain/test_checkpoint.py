@@ -165,6 +165,46 @@ def test_evaluating_an_earlier_generation_scores_the_centre_it_had(runs: dict[st
         evaluate_run(runs["full"].run_dir, export_dir=runs["root"], generation=3)
 
 
+def test_pruned_snapshots_are_rebuilt_from_the_update_log(runs: dict[str, Any], tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Pruning keeps only the latest snapshot, and an earlier generation is still the centre the run had
+    then: rebuilt from the base model plus the logged updates instead of from the pruned snapshot."""
+    from cotrain.checkpoint import prune_run
+    from cotrain.cli import main
+
+    pruned = tmp_path / "pruned"
+    shutil.copytree(runs["full"].run_dir, pruned)
+    (pruned / "snapshots" / "gen_000003").mkdir()  # a folder a kill mid-prune left unlisted
+    (pruned / "snapshots" / "gen_000003" / "model.safetensors").write_bytes(b"x" * 10)
+    generations, freed = prune_run(pruned)
+    assert generations == [2] and freed > 10
+    assert sorted(p.name for p in (pruned / "snapshots").iterdir()) == ["gen_000004"]
+    run = RunDir.open(pruned)
+    assert [s["generation"] for s in run.manifest["snapshots"]] == [4]
+    state = run.load_state(3)
+    assert (state.snapshot, state.snapshot_generation) == (None, 0)
+    assert [g for g, _ in state.pending] == [1, 2, 3]
+    assert run.load_state(4).checksum == runs["full"].checksum
+    then = evaluate_run(runs["full"].run_dir, split="test", n_tasks=2, baseline=False, generation=3,
+                        write=False)
+    now = evaluate_run(pruned, split="test", n_tasks=2, baseline=False, generation=3, write=False)
+    assert now["centre"]["rewards"] == then["centre"]["rewards"]
+    assert prune_run(pruned) == ([], 0)
+    # the command: a finished run is pruned, an unfinished one is left whole and named (exit status 1)
+    shutil.copytree(runs["root"] / "stopped", tmp_path / "stopped")
+    assert main(["prune", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{tmp_path / 'stopped'}: unfinished, left whole" in out and "pruned generation(s) none" in out
+    run = RunDir.open(pruned)
+    run.lock()
+    try:
+        assert main(["prune", str(pruned)]) == 1
+        assert "left whole" in capsys.readouterr().out
+    finally:
+        run.release()
+    assert main(["prune", str(tmp_path / "absent")]) != 0
+
+
 def test_foreign_and_corrupt_directories_name_the_file(tmp_path: Path, runs: dict[str, Any]) -> None:
     with pytest.raises(RunDirError, match="no run directory"):
         RunDir.open(tmp_path / "absent")
