@@ -45,7 +45,7 @@ max_new_tokens = 4
 [workers]
 num_workers = 0
 [checkpoint]
-snapshot_every = 0
+snapshot_every = 1
 [ui]
 mode = "off"
 plot = false
@@ -138,7 +138,10 @@ def test_tiny_grid_runs_every_run_once_and_scores_the_held_out_tasks(grid: Grid)
         assert both["updates"]["generations"] == 2 and both["updates"]["empty"] == 2
         assert both["updates"]["tiebreak_only"] == 0  # recorded; no tie-break configured here
         assert both["budget_actual"]["steps"] == 4
-        assert (out / both["run_dir"] / "run.json").is_file()
+        run_json = json.loads((out / both["run_dir"] / "run.json").read_text())
+        # snapshots after generations 1 and 2; the grid pruned all but the last once the result was written
+        assert [s["generation"] for s in run_json["snapshots"]] == [2]
+        assert [p.name for p in (out / both["run_dir"] / "snapshots").iterdir()] == ["gen_000002"]
         assert both["command"].startswith("esopt train --config ")
 
 
