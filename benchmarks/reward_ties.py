@@ -4,8 +4,12 @@ Per setting and arm, the generations in which every candidate got the same rewar
 batch (:func:`cotrain.searcher.rewards_tied`): there the rewards rank nobody, and a non-empty update came from
 the confidence tie-break alone (``es.shaping.confidence_tiebreak``). Read from the run directories' update
 logs (``update_log.jsonl``, checked by :class:`cotrain.checkpoint.RunDir`), so it covers runs made before the
-metrics recorded ``rewards_tied``. A grid directory whose runs kept only their ``result.json`` (the committed
-``benchmarks/results/*_runs``) has nothing to read: a run without a run directory is listed as missing.
+metrics recorded ``rewards_tied``. Beside it: the training episodes' success rate, the tied share that
+independent episodes at that rate would give (real candidates, small perturbations of one centre, agree more
+often than that), and the population that would give even independent episodes a 50 % chance of a reward
+difference on a one-task generation, a lower bound on what the reward signal needs. A grid directory whose
+runs kept only their ``result.json`` (the committed ``benchmarks/results/*_runs``) has nothing to read: a run
+without a run directory is listed as missing.
 
     python -m benchmarks.reward_ties runs/grid_recipe runs/grid_6h --out benchmarks/results/reward_ties
 """
@@ -38,38 +42,109 @@ class TieCount:
     tied: int
     missing: int
     """Finished runs (a ``result.json``) without a run directory to read."""
+    episodes: int = 0
+    """Training episodes (candidate x task cells) of the generations read."""
+    successes: int = 0
+    """Those with reward 1 (the task solved)."""
+    cells: int = 0
+    """(generation, task) cells: one task of a generation's batch, every candidate's episode on it."""
+    cells_all_solved: int = 0
+    """Cells in which every candidate solved the task."""
+    cells_mixed: int = 0
+    """Cells whose candidates' rewards differ (the others: all solved, or all the same lower reward)."""
+    expected_tied: float = 0.0
+    """Generations expected to tie if every episode were an independent draw at :attr:`success_rate`."""
 
     @property
     def share(self) -> float | None:
         return self.tied / self.generations if self.generations else None
 
+    @property
+    def success_rate(self) -> float | None:
+        """The training episodes' success rate, every candidate and generation pooled."""
+        return self.successes / self.episodes if self.episodes else None
+
+    @property
+    def expected_share(self) -> float | None:
+        """The tied share that independent episodes at :attr:`success_rate` would give."""
+        return self.expected_tied / self.generations if self.generations else None
+
+
+def tie_chance(p: float, population: int, tasks: int = 1) -> float:
+    """Chance that ``population`` independent episodes on each of ``tasks`` tasks, each solved with chance
+    ``p``, all tie on every task (all solve it or all fail it)."""
+    return float((p ** population + (1.0 - p) ** population) ** tasks)
+
+
+def population_for_signal(p: float, tasks: int = 1, chance: float = 0.5, limit: int = 100_000) -> int | None:
+    """The smallest population (even: antithetic pairs) whose generations carry a reward difference with at
+    least ``chance``, for independent episodes solved with chance ``p`` on ``tasks`` tasks per generation; a
+    lower bound on real runs, whose near-identical candidates agree more often than independent draws.
+    ``None`` where no population does (``p`` 0 or 1) or it exceeds ``limit``."""
+    if not 0.0 < p < 1.0:
+        return None
+    n = 2
+    while tie_chance(p, n, tasks) > 1.0 - chance:
+        n += 2
+        if n > limit:
+            return None
+    return n
+
 
 def count_ties(folder: Path) -> list[TieCount]:
     """The :class:`TieCount` of every trained setting and arm with a finished run under grid ``folder``."""
     found: dict[tuple[str, str], list[int]] = {}
+    shapes: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for path in sorted(folder.glob(f"*/*/seed*/{RESULT_FILE}")):
         result = read_result(path)
         assert result is not None
-        entry = found.setdefault((str(result["setting"]), str(result["arm"])), [0, 0, 0, 0])
+        key = (str(result["setting"]), str(result["arm"]))
+        entry = found.setdefault(key, [0, 0, 0, 0, 0, 0, 0, 0, 0])
         run_dir = path.parent / "run"
         if not (run_dir / "run.json").is_file():
             entry[3] += 1
             continue
         records = RunDir.open(run_dir).records()
+        rewards = [torch.tensor(r["rewards"], dtype=torch.float64) for r in records]
         entry[0] += 1
         entry[1] += len(records)
-        entry[2] += sum(rewards_tied(torch.tensor(r["rewards"], dtype=torch.float64)) for r in records)
-    return [TieCount(folder.name, setting, arm, *counts) for (setting, arm), counts in found.items()]
+        entry[2] += sum(rewards_tied(r) for r in rewards)
+        entry[4] += sum(r.numel() for r in rewards)
+        entry[5] += sum(int((r >= 1.0).sum()) for r in rewards)
+        columns = [r[:, t] for r in rewards if r.dim() == 2 for t in range(r.shape[1])]
+        entry[6] += len(columns)
+        entry[7] += sum(bool((c >= 1.0).all()) for c in columns)
+        entry[8] += sum(not bool((c == c[0]).all()) for c in columns)
+        shapes.setdefault(key, []).extend((r.shape[0], r.shape[1]) for r in rewards if r.dim() == 2)
+    counts = []
+    for (setting, arm), (runs, gens, tied, missing, episodes, successes, *cells) in found.items():
+        p = successes / episodes if episodes else 0.0
+        expected = sum(tie_chance(p, n, t) for n, t in shapes.get((setting, arm), []))
+        counts.append(TieCount(folder.name, setting, arm, runs, gens, tied, missing, episodes, successes,
+                               *cells, expected))
+    return counts
 
 
 def format_table(counts: Sequence[TieCount]) -> str:
     """A markdown table, one row per grid, setting and arm."""
-    lines = ["| grid | setting | arm | runs read | generations | every reward tied | runs without a run "
-             "directory |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| grid | setting | arm | runs read | generations | every reward tied "
+             "| task cells: all solved / mixed / all failed | training episodes "
+             "solved | tied if episodes were independent | population for a 50 % chance of a reward "
+             "difference (1 task, independent) | runs without a run directory |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for c in counts:
         share = "-" if c.share is None else f"{c.tied} ({100 * c.share:.0f} %)"
+        rate = c.success_rate
+        cells = (f"{c.cells_all_solved} / {c.cells_mixed} / {c.cells - c.cells_all_solved - c.cells_mixed}"
+                 if c.cells else "-")
+        solved = "-" if rate is None else f"{c.successes} / {c.episodes} ({100 * rate:.1f} %)"
+        expected = "-" if c.expected_share is None else f"{100 * c.expected_share:.0f} %"
+        needed = population_for_signal(c.success_rate) if c.success_rate is not None else None
+        population = "-" if c.success_rate is None else ("none (nothing solved)" if c.successes == 0 else
+                                                          str(needed) if needed else "-")
         lines.append(f"| {c.grid} | {c.setting} | {c.arm} | {c.runs} | {c.generations} | {share} "
-                     f"| {c.missing} |")
+                     f"| {cells} | {solved} "
+                     f"| {expected} | {population} | {c.missing} |")
     return "\n".join(lines)
 
 

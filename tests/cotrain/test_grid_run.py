@@ -256,4 +256,10 @@ def test_reward_ties_are_read_back_from_the_run_directories(grid: Grid, tmp_path
     (copy / "result.json").write_text(json.dumps(result))
     (missing,) = count_ties(tmp_path / "copied")
     assert (missing.runs, missing.generations, missing.missing, missing.share) == (0, 0, 1, None)
-    assert f"| out_a | {A} | both | 1 | 2 | 2 (100 %) | 0 |" in format_table([count])
+    # 2 candidates x 1 task x 2 generations, none solved: both task cells all failed, and independent
+    # episodes at a 0 % success rate would tie every generation too
+    assert (count.episodes, count.successes, count.cells, count.cells_all_solved, count.cells_mixed) == \
+        (4, 0, 2, 0, 0)
+    assert count.success_rate == 0.0 and count.expected_share == 1.0
+    assert (f"| out_a | {A} | both | 1 | 2 | 2 (100 %) | 0 / 0 / 2 | 0 / 4 (0.0 %) | 100 % "
+            f"| none (nothing solved) | 0 |") in format_table([count])
