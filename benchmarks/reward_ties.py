@@ -93,36 +93,41 @@ def population_for_signal(p: float, tasks: int = 1, chance: float = 0.5, limit: 
 
 def count_ties(folder: Path) -> list[TieCount]:
     """The :class:`TieCount` of every trained setting and arm with a finished run under grid ``folder``."""
-    found: dict[tuple[str, str], list[int]] = {}
-    shapes: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    runs: dict[tuple[str, str], int] = {}
+    missing: dict[tuple[str, str], int] = {}
+    rewards: dict[tuple[str, str], list[torch.Tensor]] = {}
     for path in sorted(folder.glob(f"*/*/seed*/{RESULT_FILE}")):
         result = read_result(path)
         assert result is not None
         key = (str(result["setting"]), str(result["arm"]))
-        entry = found.setdefault(key, [0, 0, 0, 0, 0, 0, 0, 0, 0])
+        runs.setdefault(key, 0)
+        missing.setdefault(key, 0)
+        rewards.setdefault(key, [])
         run_dir = path.parent / "run"
         if not (run_dir / "run.json").is_file():
-            entry[3] += 1
+            missing[key] += 1
             continue
+        runs[key] += 1
         records = RunDir.open(run_dir).records()
-        rewards = [torch.tensor(r["rewards"], dtype=torch.float64) for r in records]
-        entry[0] += 1
-        entry[1] += len(records)
-        entry[2] += sum(rewards_tied(r) for r in rewards)
-        entry[4] += sum(r.numel() for r in rewards)
-        entry[5] += sum(int((r >= 1.0).sum()) for r in rewards)
-        columns = [r[:, t] for r in rewards if r.dim() == 2 for t in range(r.shape[1])]
-        entry[6] += len(columns)
-        entry[7] += sum(bool((c >= 1.0).all()) for c in columns)
-        entry[8] += sum(not bool((c == c[0]).all()) for c in columns)
-        shapes.setdefault(key, []).extend((r.shape[0], r.shape[1]) for r in rewards if r.dim() == 2)
-    counts = []
-    for (setting, arm), (runs, gens, tied, missing, episodes, successes, *cells) in found.items():
-        p = successes / episodes if episodes else 0.0
-        expected = sum(tie_chance(p, n, t) for n, t in shapes.get((setting, arm), []))
-        counts.append(TieCount(folder.name, setting, arm, runs, gens, tied, missing, episodes, successes,
-                               *cells, expected))
-    return counts
+        rewards[key] += [torch.tensor(r["rewards"], dtype=torch.float64) for r in records]
+    return [_tally(folder.name, setting, arm, runs[(setting, arm)], missing[(setting, arm)], generations)
+            for (setting, arm), generations in rewards.items()]
+
+
+def _tally(grid: str, setting: str, arm: str, runs: int, missing: int,
+           generations: Sequence[torch.Tensor]) -> TieCount:
+    """One :class:`TieCount` from the reward matrices (candidates x tasks) of its generations."""
+    episodes = sum(r.numel() for r in generations)
+    successes = sum(int((r >= 1.0).sum()) for r in generations)
+    matrices = [r for r in generations if r.dim() == 2]
+    columns = [r[:, t] for r in matrices for t in range(r.shape[1])]
+    p = successes / episodes if episodes else 0.0
+    return TieCount(grid, setting, arm, runs, len(generations),
+                    tied=sum(rewards_tied(r) for r in generations), missing=missing, episodes=episodes,
+                    successes=successes, cells=len(columns),
+                    cells_all_solved=sum(bool((c >= 1.0).all()) for c in columns),
+                    cells_mixed=sum(not bool((c == c[0]).all()) for c in columns),
+                    expected_tied=sum(tie_chance(p, r.shape[0], r.shape[1]) for r in matrices))
 
 
 def format_table(counts: Sequence[TieCount]) -> str:
@@ -139,9 +144,13 @@ def format_table(counts: Sequence[TieCount]) -> str:
                  if c.cells else "-")
         solved = "-" if rate is None else f"{c.successes} / {c.episodes} ({100 * rate:.1f} %)"
         expected = "-" if c.expected_share is None else f"{100 * c.expected_share:.0f} %"
-        needed = population_for_signal(c.success_rate) if c.success_rate is not None else None
-        population = "-" if c.success_rate is None else ("none (nothing solved)" if c.successes == 0 else
-                                                          str(needed) if needed else "-")
+        if rate is None:
+            population = "-"
+        elif c.successes == 0:
+            population = "none (nothing solved)"
+        else:
+            needed = population_for_signal(rate)
+            population = str(needed) if needed else "-"
         lines.append(f"| {c.grid} | {c.setting} | {c.arm} | {c.runs} | {c.generations} | {share} "
                      f"| {cells} | {solved} "
                      f"| {expected} | {population} | {c.missing} |")
