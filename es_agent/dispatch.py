@@ -55,6 +55,9 @@ class Job:
     """Tasks each row runs, one episode each."""
     attempts: int = 0
     """Times a worker died on this job."""
+    sample: bool = False
+    """Whether the rows' actions are sampled at the policy's temperature (training candidates) or greedy
+    (centre evaluations)."""
 
 
 @dataclass
@@ -173,7 +176,7 @@ class ActorDispatcher:
                 w, j = idle.popleft(), queue.popleft()
                 args = [jobs[j].values.tolist(), list(jobs[j].tasks)]
                 self.bytes += nbytes(args)
-                in_flight[actors[w].call.remote("_run_rows", args, {})] = (w, j)
+                in_flight[actors[w].call.remote("_run_rows", args, {"sample": jobs[j].sample})] = (w, j)
                 self.workers[w].in_flight = 1
                 self._emit(w, "started", jobs[j])
             ready, _ = ray.wait(list(in_flight), num_returns=1)

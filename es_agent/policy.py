@@ -1,6 +1,7 @@
 """The LLM web-agent policy: prompt genome + observation + history -> one action string per step.
 
-Decoding is greedy, so fitness depends on the parameters and not on sampling luck. Two modes:
+Decoding is greedy, so fitness depends on the parameters and not on sampling luck (training rollouts may
+sample instead, with seeded noise shared by the whole population: ``PolicyConfig.temperature``). Two modes:
 
 * ``constrained`` (default): the valid candidate actions of the observation (:mod:`es_agent.actions_space`)
   are the only possible replies; the model picks one, by ranking every candidate by a score of its token
@@ -67,6 +68,7 @@ from es_agent.prompts import (
     observation_values,
     render_observation,
 )
+from es_agent.sampling import sampled_scores
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,14 @@ class PolicyConfig:
     """A trajectory memory JSON file (:meth:`es_agent.memory.TrajectoryMemory.to_dict`'s form; a relative
     path is read from the working directory) the policy uses when it is given no ``memory``: how a run's
     workers get it (``agent.policy.memory_file``). Empty: none."""
+    temperature: float = 0.0
+    """Training rollouts sample their actions from ``softmax(final scores / temperature)`` (constrained
+    ``score`` decoding; 0: greedy, the behaviour before). Sampling happens only in episodes given a sampling
+    seed (:meth:`LLMPolicy.set_sample_seed`: the training rows of :class:`es_agent.worker.Replica`, seeded
+    with the episode's reset seed, so every member of a population draws the same noise on the same
+    candidates, :mod:`es_agent.sampling`); held-out scoring, centre evaluations and reflection stay greedy.
+    Issue #13: greedy choices tied every candidate's reward in 96 % of the 6-hour grid's tier-2
+    generations. In the units of the final scores, priors included."""
     max_new_tokens: int = 64
     """Bound on generated tokens in free mode."""
     max_prompt_tokens: int = 1536
@@ -171,6 +181,12 @@ class PolicyConfig:
             if value and self.constrained_method != "score":
                 raise ValueError(f"{name} needs constrained_method='score' (greedy decoding has no scores "
                                  "to add it to)")
+        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) \
+                or not math.isfinite(self.temperature) or self.temperature < 0:
+            raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature!r}")
+        if self.temperature and (self.decoding != "constrained" or self.constrained_method != "score"):
+            raise ValueError("temperature > 0 needs decoding='constrained' and constrained_method='score' "
+                             "(it samples among the scored candidates)")
         if self.max_new_tokens < 1 or self.max_prompt_tokens < 64:
             raise ValueError("max_new_tokens >= 1 and max_prompt_tokens >= 64 are required")
         if self.observation not in ("compact", "full"):
@@ -268,6 +284,7 @@ class LLMPolicy:
         self._prior_row: RowState | None = None
         self._prior_key: Any = None
         self._end_ids = self._end_token_ids()
+        self._sample_seed: int | None = None
         self.reset_stats()
 
     # ------------------------------------------------------------------ public API
@@ -283,11 +300,22 @@ class LLMPolicy:
         self._prefixes.clear()
         self._kv.clear()
 
+    def set_sample_seed(self, seed: int | None) -> None:
+        """Sample the next episodes' actions with ``seed`` (at :attr:`PolicyConfig.temperature`; ``None``:
+        greedy again). The draw at a step depends only on the seed, the step number and the candidate's
+        text (:func:`es_agent.sampling.gumbel_noise`)."""
+        self._sample_seed = None if seed is None else int(seed)
+
     def reset_stats(self) -> None:
         """Zero the counters in ``stats`` (``prefilled_tokens``: prompt tokens run through the model, the
         rest came from the KV cache)."""
         self.stats = {"acts": 0, "parse_failures": 0, "prompt_tokens": 0, "prefilled_tokens": 0,
                       "truncated_observations": 0, "candidates": 0, "generated_tokens": 0, "seconds": 0.0}
+
+    @property
+    def sampling(self) -> bool:
+        """Whether actions are sampled now (a sampling seed is set and the temperature is above 0)."""
+        return self._sample_seed is not None and self.config.temperature > 0
 
     def act(self, obs: Mapping[str, Any]) -> str:
         """The next action for one observation (history slot 0)."""
@@ -555,11 +583,16 @@ class LLMPolicy:
                 logps = candidate_logprobs(self.model, row, seqs)
                 prior = self._candidate_priors(seqs) if scoring in NEEDS_PRIOR else None
                 step = StepScores(cands, [action_kind(c) for c in cands], logps, prior)
-                scores = self._final_scores(step, prompt.axtree, str(obs.get("goal", "")),
-                                            len(self._histories.get(slot, ())))
+                step_index = len(self._histories.get(slot, ()))
+                scores = self._final_scores(step, prompt.axtree, str(obs.get("goal", "")), step_index)
+                info: dict[str, Any] = {}
+                if self.sampling:
+                    info["greedy"] = cands[best_index(scores)]
+                    scores = sampled_scores(scores, cands, self.config.temperature, self._sample_seed or 0,
+                                            step_index)
                 best = best_index(scores)
                 picks.append(best)
-                extra.append({"score": scores[best], "margin": score_margin(scores, best)})
+                extra.append({"score": scores[best], "margin": score_margin(scores, best), **info})
         actions = [cands[i] for cands, i in zip(per_row, picks, strict=True)]
         infos = [{"mode": f"constrained/{self.config.constrained_method}", "parse_failed": False,
                   "candidates": len(cands), **e} for cands, e in zip(per_row, extra, strict=True)]

@@ -76,9 +76,11 @@ class Member:
 
 def batchable(config: PolicyConfig) -> bool:
     """Whether the batched path reproduces this policy's choices (constrained decoding by scoring, by mean
-    token log-probability: the batched scorer's combination; other ``scoring`` runs on the per-row path)."""
+    token log-probability: the batched scorer's combination, greedy; other ``scoring`` and a ``temperature``
+    above 0 run on the per-row path)."""
     return (config.decoding == "constrained" and config.constrained_method == "score"
-            and config.scoring == "mean")  # issue #13 (engineer F): PolicyConfig.scoring
+            and config.scoring == "mean"  # issue #13 (engineer F): PolicyConfig.scoring
+            and not config.temperature)  # sampled training actions run on the per-row path
 
 
 def batched_enabled(agent: AgentSpec, config: PolicyConfig, n_rows: int) -> bool:

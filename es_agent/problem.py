@@ -182,7 +182,7 @@ class AgentProblem(AgentProblemBase):
 
     def _batch_outcomes(self, batch: SolutionBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
         values = torch.tensor(batch.values.tolist(), dtype=torch.float64).reshape(len(batch), -1)
-        return self._evaluate_values(values, self.task_batch)
+        return self._evaluate_values(values, self.task_batch, sample=True)
 
     # ================================================================== driver API
     @property
@@ -236,12 +236,14 @@ class AgentProblem(AgentProblemBase):
         return checksum
 
     def evaluate_rows(self, rows: torch.Tensor | Sequence[CandidateRow],
-                      task_ids: Sequence[TaskId] | None = None) -> torch.Tensor:
-        """Per-task rewards ``(N, len(tasks))`` of candidate rows (float64 tensor or ``CandidateRow``s)."""
+                      task_ids: Sequence[TaskId] | None = None, *, sample: bool = True) -> torch.Tensor:
+        """Per-task rewards ``(N, len(tasks))`` of candidate rows (float64 tensor or ``CandidateRow``s), as
+        a generation's candidates are scored (``sample``: their actions drawn at the policy's temperature,
+        greedy when it is 0; ``False``: greedy)."""
         values = encode_rows(rows) if not isinstance(rows, torch.Tensor) else rows.to(torch.float64)
         tasks = self.task_batch if task_ids is None else self._check_tasks(task_ids, "task_ids")
         self._check_rows(values)  # before any actor starts
-        return self._with_sync(lambda: self._evaluate_values(values, tasks))[0]
+        return self._with_sync(lambda: self._evaluate_values(values, tasks, sample=sample))[0]
 
     def evaluate_centre(self, task_ids: Sequence[TaskId], prompt_ids: Sequence[int], *,
                         env_seed: int = 0) -> dict[TaskId, float]:
@@ -297,14 +299,16 @@ class AgentProblem(AgentProblemBase):
         return self._ensure_replica()
 
     # ================================================================== worker side
-    def _run_rows(self, values: Sequence[Sequence[float]], task_ids: Sequence[TaskId]) -> list[list[float]]:
+    def _run_rows(self, values: Sequence[Sequence[float]], task_ids: Sequence[TaskId], *,
+                  sample: bool = False) -> list[list[float]]:
         """Per row, the reward of each task and then the confidence of each episode
         (:attr:`~es_agent.rollout.EpisodeResult.confidence`), in this process's replica (an actor, or the
         driver without actors). Plain lists in and out: they pickle in a fraction of a tensor's bytes (floats
-        keep seeds exact)."""
+        keep seeds exact). ``sample``: training candidates, whose actions are drawn at the policy's
+        temperature (:meth:`Replica.run_rows <es_agent.worker.Replica.run_rows>`)."""
         rep = self._ensure_replica()
         rows = check_rows(values, list(rep.pools.sizes().values()), rep.pools.slot_names)
-        rewards = rep.run_rows(rows, tuple(task_ids))
+        rewards = rep.run_rows(rows, tuple(task_ids), sample=sample)
         return torch.cat([rewards, rep.last_confidences.to(rewards.dtype)], dim=1).tolist()
 
     def _ensure_replica(self) -> Replica:
@@ -349,12 +353,12 @@ class AgentProblem(AgentProblemBase):
         self._sync_after()
         return out
 
-    def _evaluate_values(self, values: torch.Tensor, tasks: tuple[TaskId, ...]
+    def _evaluate_values(self, values: torch.Tensor, tasks: tuple[TaskId, ...], *, sample: bool
                          ) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-task rewards and episode confidences, each ``(len(values), len(tasks))``."""
         self._check_rows(values)
         step = self.rows_per_piece
-        jobs = [Job(list(range(s, min(s + step, len(values)))), values[s:s + step], tasks)
+        jobs = [Job(list(range(s, min(s + step, len(values)))), values[s:s + step], tasks, sample=sample)
                 for s in range(0, len(values), step)]
         out = torch.cat(self._run_jobs(jobs), dim=0)
         if out.shape[1] != 2 * len(tasks):
@@ -363,4 +367,5 @@ class AgentProblem(AgentProblemBase):
         return out[:, :len(tasks)], out[:, len(tasks):]
 
     def _run_jobs(self, jobs: list[Job]) -> list[torch.Tensor]:
-        return self._dispatch.run(jobs, lambda job: self._run_rows(job.values.tolist(), job.tasks))
+        return self._dispatch.run(jobs, lambda job: self._run_rows(job.values.tolist(), job.tasks,
+                                                                   sample=job.sample))

@@ -191,9 +191,12 @@ class Replica:
         return weights_checksum(self.model)
 
     # ------------------------------------------------------------------ rollouts
-    def run_rows(self, rows: Sequence[CandidateRow], task_ids: Sequence[TaskId]) -> torch.Tensor:
+    def run_rows(self, rows: Sequence[CandidateRow], task_ids: Sequence[TaskId], *,
+                 sample: bool = False) -> torch.Tensor:
         """Per-task rewards ``(len(rows), len(task_ids))`` of rows, each at its perturbed weights (the
-        episodes' confidences are in :attr:`last_confidences`)."""
+        episodes' confidences are in :attr:`last_confidences`). ``sample`` (training candidates): at a policy
+        ``temperature`` above 0 the actions are sampled, with the noise every row shares per task
+        (:mod:`es_agent.sampling`); otherwise greedy."""
         # ---- batched low-rank population (es_agent.population, issue #10 item 6; engineer E): rows act in
         # lockstep per task, one env each, every step ONE batched forward; same rewards as the path below
         from es_agent import population
@@ -214,7 +217,7 @@ class Replica:
                 if not self.weights.overlap:
                     self._account(self.weights.wait(), time.perf_counter() - t0)
                 results = self.run_episodes(genome, task_ids, row.env_seed,
-                                            weights_ready=self._wait_for_weights)
+                                            weights_ready=self._wait_for_weights, sample=sample)
                 out[i] = torch.tensor([float(r.reward) for r in results])
                 confidences[i] = torch.tensor([r.confidence for r in results])
             except BaseException:
@@ -269,16 +272,23 @@ class Replica:
         return [float(r.reward) for r in results]
 
     def run_episodes(self, genome: PromptGenome, task_ids: Sequence[TaskId], env_seed: int, *,
-                     weights_ready: Callable[[], None] | None = None) -> list[EpisodeResult]:
-        """:meth:`run_tasks` with the whole episodes."""
+                     weights_ready: Callable[[], None] | None = None,
+                     sample: bool = False) -> list[EpisodeResult]:
+        """:meth:`run_tasks` with the whole episodes. ``sample``: the actions are drawn at the policy's
+        ``temperature`` (training rows), seeded with each episode's reset seed, which every candidate of a
+        generation shares; otherwise greedy (scoring)."""
         from es_agent.policy import LLMPolicy
 
-        policy: Any = LLMPolicy(self._model, self.tokenizer, genome, self.policy_config)
-        if weights_ready is not None:
-            policy = _AfterWeights(policy, weights_ready)
+        llm = LLMPolicy(self._model, self.tokenizer, genome, self.policy_config)
+        policy: Any = llm if weights_ready is None else _AfterWeights(llm, weights_ready)
         started = time.perf_counter()
+        results = []
         try:
-            return [self.episode(policy, task, episode_seed(env_seed, task)) for task in task_ids]
+            for task in task_ids:
+                seed = episode_seed(env_seed, task)
+                llm.set_sample_seed(seed if sample else None)
+                results.append(self.episode(policy, task, seed))
+            return results
         finally:
             self.stats.seconds_rollout += time.perf_counter() - started
 

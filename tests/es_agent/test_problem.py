@@ -155,7 +155,7 @@ def test_specs_are_json_safe_round_trip_and_validate() -> None:
     with pytest.raises(SpecError, match="dtype"):
         AgentSpec(dtype="float8")
     with pytest.raises(SpecError, match="unknown PolicyConfig field"):
-        AgentSpec(policy={"temperature": 0.7})
+        AgentSpec(policy={"top_p": 0.7})
     with pytest.raises(SpecError, match="rank"):
         AgentSpec(mode="lowrank")
     with pytest.raises(SpecError, match="JSON"):
