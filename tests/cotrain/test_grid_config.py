@@ -391,3 +391,20 @@ def test_the_6h_grid_reuses_the_recipe_grids_tier_1_and_starts_and_cuts_tiers_2_
         assert cfg.es.generations == {("weights", 2): 10, ("weights", 3): 5}.get(
             (run.arm, run.setting.tier), {2: 8, 3: 4}[run.setting.tier])
         assert cfg.es.distribution.total_generations == {2: 8, 3: 4}[run.setting.tier]
+
+
+def test_the_sampled_grid_is_the_6h_grids_tier_2_with_only_the_temperature_added() -> None:
+    """configs/grid_sampled.toml: every run has a grid_6h twin whose config differs only in
+    agent.policy.temperature (2 against greedy), with the same budget."""
+    six_grid = load_grid_config(REPO / "configs" / "grid_6h.toml")
+    six = {r.key: r for r in plan_grid(six_grid)}
+    grid = load_grid_config(REPO / "configs" / "grid_sampled.toml")
+    runs = plan_grid(grid)
+    assert len(runs) == 14 and {r.setting.tier for r in runs} == {2}
+    for run in runs:
+        twin = six[run.key]
+        assert run.budget == twin.budget
+        cfg = run_config(grid, run.overrides, run.arm).to_dict()
+        twin_cfg = run_config(six_grid, twin.overrides, twin.arm).to_dict()
+        assert cfg["agent"]["policy"].pop("temperature") == 2
+        assert cfg == twin_cfg
