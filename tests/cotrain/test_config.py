@@ -170,7 +170,7 @@ def test_unknown_keys_and_wrong_types_name_the_key(data: dict, message: str) -> 
     ({"env": {"train_tasks": [1], "tasks_per_generation": 2}}, r"env\.train_tasks"),
     ({"env": {"kwargs": {"split": "train"}}}, r"env\.kwargs\.split"),
     ({"agent": {"dtype": "float8"}}, r"agent\.dtype"),
-    ({"agent": {"policy": {"temperature": 0.7}}}, r"agent: .*unknown PolicyConfig field"),
+    ({"agent": {"policy": {"top_p": 0.7}}}, r"agent: .*unknown PolicyConfig field"),
     ({"prompts": {"mutable_slots": ["action_format"]}}, r"prompts\.mutable_slots"),
     ({"prompts": {"mutation": True}, "es": {"evolve_prompts": False}}, r"prompts\.mutation"),
     ({"prompts": {"new_variant_mass": 1.5}}, r"prompts\.new_variant_mass"),
