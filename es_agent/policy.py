@@ -127,8 +127,9 @@ class PolicyConfig:
     seed (:meth:`LLMPolicy.set_sample_seed`: the training rows of :class:`es_agent.worker.Replica`, seeded
     with the episode's reset seed, so every member of a population draws the same noise on the same
     candidates, :mod:`es_agent.sampling`); held-out scoring, centre evaluations and reflection stay greedy.
-    Issue #13: greedy choices tied every candidate's reward in 96 % of the 6-hour grid's tier-2
-    generations. In the units of the final scores, priors included."""
+    In the units of the final scores, priors included. Issue #13: greedy choices tied every candidate's
+    reward in 96 % of the 6-hour grid's tier-2 generations; sampling at T = 1-4 did not make them differ
+    either (benchmarks/results/sampling_probe_*.md, README "Does it learn?")."""
     max_new_tokens: int = 64
     """Bound on generated tokens in free mode."""
     max_prompt_tokens: int = 1536
@@ -303,7 +304,7 @@ class LLMPolicy:
     def set_sample_seed(self, seed: int | None) -> None:
         """Sample the next episodes' actions with ``seed`` (at :attr:`PolicyConfig.temperature`; ``None``:
         greedy again). The draw at a step depends only on the seed, the step number and the candidate's
-        text (:func:`es_agent.sampling.gumbel_noise`)."""
+        text (:func:`es_agent.sampling.gumbel_noise`), so the slots of :meth:`act_batch` share it."""
         self._sample_seed = None if seed is None else int(seed)
 
     def reset_stats(self) -> None:
