@@ -32,9 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import REPO_ROOT, BenchmarkError, machine_info, median, torch_threads
+from benchmarks.exploration_reach import GENOME, POLICY, SEED_BASE
+from es_agent.decoding import best_index
 
-SEED_BASE = 1000
-PRIORS = {"goal_prior": 150.0, "answer_prior": 100.0, "memory_prior": 150.0}
+MEMORY_PRIOR = 150.0
+"""The grid's memory prior (``configs/grid_6h.toml``), added to exploration_reach's policy."""
 
 
 def split_margin(base: Sequence[float], final: Sequence[float]) -> dict[str, Any]:
@@ -43,7 +45,7 @@ def split_margin(base: Sequence[float], final: Sequence[float]) -> dict[str, Any
     if len(base) != len(final) or len(final) < 2:
         raise BenchmarkError(f"need two or more candidates with both scores, got {len(base)} and "
                              f"{len(final)}")
-    chosen = max(range(len(final)), key=final.__getitem__)
+    chosen = best_index(final)
     runner = max((i for i in range(len(final)) if i != chosen), key=final.__getitem__)
     margin = final[chosen] - final[runner]
     logprob = base[chosen] - base[runner]
@@ -73,9 +75,9 @@ def run(split: str, family: str, sigma: float, pairs: int) -> dict[str, Any]:
         raise BenchmarkError(f"split {split!r} has no task on exactly the site {family!r}")
     steps, _ = record(split, ids)
     model, tok, dtype = load("embedded")
-    config = PolicyConfig(history_len=3, scoring="calibrated", **PRIORS,
+    config = PolicyConfig(**POLICY, memory_prior=MEMORY_PRIOR,
                           memory_file=str(REPO_ROOT / f"configs/memory/{tier}_train.json"))
-    policy = LLMPolicy(model, tok, PromptPools.load().baseline("no_skill"), config)
+    policy = LLMPolicy(model, tok, PromptPools.load().baseline(GENOME), config)
     started = time.perf_counter()
     rows = []
     with torch_threads(1):
@@ -96,7 +98,7 @@ def run(split: str, family: str, sigma: float, pairs: int) -> dict[str, Any]:
                         _, base, final = _scores(policy, step)
                         c, r = row["chosen"], row["runner"]
                         row["shifts"].append((base[c] - base[r]) - row["logprob"])
-                        row["flips"].append(max(range(len(final)), key=final.__getitem__) != c)
+                        row["flips"].append(best_index(final) != c)
     return {"split": split, "family": family, "sigma": sigma, "pairs": pairs, "dtype": dtype,
             "tasks": ids, "steps": rows, "seconds": round(time.perf_counter() - started, 1),
             "machine": machine_info()["cpu"], "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}

@@ -587,10 +587,10 @@ class LLMPolicy:
                 step_index = len(self._histories.get(slot, ()))
                 scores = self._final_scores(step, prompt.axtree, str(obs.get("goal", "")), step_index)
                 info: dict[str, Any] = {}
-                if self.sampling:
+                seed = self._sample_seed if self.sampling else None
+                if seed is not None:
                     info["greedy"] = cands[best_index(scores)]
-                    scores = sampled_scores(scores, cands, self.config.temperature, self._sample_seed or 0,
-                                            step_index)
+                    scores = sampled_scores(scores, cands, self.config.temperature, seed, step_index)
                 best = best_index(scores)
                 picks.append(best)
                 extra.append({"score": scores[best], "margin": score_margin(scores, best), **info})
