@@ -408,3 +408,20 @@ def test_the_sampled_grid_is_the_6h_grids_tier_2_with_only_the_temperature_added
         twin_cfg = run_config(six_grid, twin.overrides, twin.arm).to_dict()
         assert cfg["agent"]["policy"].pop("temperature") == 2
         assert cfg == twin_cfg
+
+
+def test_the_bf16_grid_is_the_6h_grid_with_only_the_dtype_changed() -> None:
+    """configs/grid_bf16.toml: every grid_6h run has a twin whose config differs only in agent.dtype
+    (bfloat16 against auto, which the 6-hour grid held at float32), with the same budget."""
+    six_grid = load_grid_config(REPO / "configs" / "grid_6h.toml")
+    six = {r.key: r for r in plan_grid(six_grid)}
+    grid = load_grid_config(REPO / "configs" / "grid_bf16.toml")
+    runs = plan_grid(grid)
+    assert {r.key for r in runs} == set(six)
+    for run in runs:
+        twin = six[run.key]
+        assert run.budget == twin.budget
+        cfg = run_config(grid, run.overrides, run.arm).to_dict()
+        twin_cfg = run_config(six_grid, twin.overrides, twin.arm).to_dict()
+        assert (cfg["agent"].pop("dtype"), twin_cfg["agent"].pop("dtype")) == ("bfloat16", "auto")
+        assert cfg == twin_cfg
