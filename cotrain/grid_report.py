@@ -9,7 +9,8 @@ headline lines (a setting joins the co-evolution line once its three trained arm
 is compared on those: extending a grid by more seeds keeps its finished settings counted); the per-tier gain
 of every arm over ``start`` (settings of a tier pooled, task columns side by side); where the gains are (per
 held-out task, how many seeds of each arm solve it, and the (seed, task) cells each arm gained and lost
-against ``start``); the budget table (planned and actual episodes and steps); the runs still pending.
+against ``start``); the budget table (planned and actual episodes and steps); the time the runs took
+(:mod:`cotrain.grid_time`); the runs still pending.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from cotrain.errors import GridError
 from cotrain.grid import RESULT_FILE, read_result
 from cotrain.grid_config import HELDOUT_SPLITS, START_ARM, GridConfig, Setting
 from cotrain.grid_stats import Estimate, bootstrap_mean, paired_estimate
+from cotrain.grid_time import grid_time, time_lines
 
 REPORT_FORMAT = "esopt-grid-report/1"
 """Tag of ``<results>.json``."""
@@ -213,6 +215,7 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
         "runs": {k: dict(r) for k, r in sorted(results.items())},
         "pending": [k for k in keys if k not in results],
         "expected_runs": len(keys),
+        "time": grid_time(results).to_dict(),
     }
 
 
@@ -396,6 +399,9 @@ def render_markdown(report: Mapping[str, Any], pngs: Mapping[str, str]) -> str:
               "predate the record) and the population's training success", "",
               *_table(["setting", "arm", "empty updates / generations", "reasons", "tie-break-only updates",
                        "population training success, mean over generations"], rows)]
+    if report.get("time"):
+        lines += ["", "## Time (the finished runs; runs merged from other directories keep their machine's "
+                  "times)", "", *time_lines(report["time"])]
     lines += ["", "## Learning curves (population training success per generation, mean over seeds)", ""]
     lines += [f"- {name}: ![{name}]({pngs[name]})" for name in report["settings"] if name in pngs]
     lines += ["", "## Pending runs", ""]
