@@ -69,9 +69,8 @@ def record(split: str, task_ids: Sequence[int] | None = None, cache_dir: Path = 
     import gymnasium as gym
 
     import webarena_gym
-    from es_agent.agreement import OBS_KEYS, ReferenceStep, load_trajectories, save_trajectories
-    from webarena_gym.reference import run_reference
-    from webarena_gym.wrappers import RecordObservations
+    from es_agent.agreement import load_trajectories, reference_steps, save_trajectories
+    from webarena_gym.reference import record_solution
 
     digest = task_file_digest(split)
     suffix = "" if task_ids is None else "-" + hashlib.sha256(repr(sorted(task_ids)).encode()).hexdigest()[:8]
@@ -79,19 +78,13 @@ def record(split: str, task_ids: Sequence[int] | None = None, cache_dir: Path = 
     if path.exists():
         return load_trajectories(path)
 
-    env = RecordObservations(gym.make(webarena_gym.ENV_ID, split=split,
-                                      tasks=None if task_ids is None else list(task_ids)))
+    env = gym.make(webarena_gym.ENV_ID, split=split, tasks=None if task_ids is None else list(task_ids))
     inner = cast("WebArenaLiteEnv", env.unwrapped)
-    steps: list[ReferenceStep] = []
+    steps: list[Any] = []
     try:
         for task in inner.tasks:
-            result = run_reference(env, task)
-            if result.reward < 1.0:
-                raise RuntimeError(f"reference solution of task {task.task_id} scored {result.reward}")
-            for index, (obs, action) in enumerate(zip(env.observations, result.actions, strict=False)):
-                steps.append(ReferenceStep(task.task_id, split, index, {k: str(obs.get(k) or "")
-                                                                        for k in OBS_KEYS},
-                                           action, tuple(result.actions[:index]), len(result.actions)))
+            result, observations = record_solution(env, task)
+            steps += reference_steps(task.task_id, split, observations, result.actions)
         sites = inner.sites
         urls = {name: getattr(sites, name) for name in ("shopping", "shopping_admin", "reddit", "gitlab",
                                                         "map", "wikipedia", "homepage")}
@@ -107,7 +100,7 @@ def answer_checker(split: str, meta: dict[str, Any]) -> Callable[[Any, str], boo
     """``answer_ok(step, answer)``: the task's string evaluator scores the answer 1 (rules ``webarena``,
     the offline judge), or the task is not scored by its answer."""
     from webarena_gym.embedded import default_tasks
-    from webarena_gym.evaluators import EvalContext, OfflineJudge, StringMatchEvaluator
+    from webarena_gym.evaluators import OfflineJudge, answer_accepted
     from webarena_gym.tasks import SiteURLs
 
     tasks = {t.task_id: t for t in default_tasks(split)}
@@ -118,13 +111,7 @@ def answer_checker(split: str, meta: dict[str, Any]) -> Callable[[Any, str], boo
     def answer_ok(step: Any, answer: str) -> bool:
         key = (step.task_id, answer)
         if key not in memo:
-            task = tasks[step.task_id]
-            if "string_match" not in task.eval.eval_types:
-                memo[key] = True
-            else:
-                ctx = EvalContext(answer=answer, page=None, context=None, sites=sites, judge=judge,
-                                  intent=task.intent)
-                memo[key] = StringMatchEvaluator(task)(ctx).score >= 1.0
+            memo[key] = answer_accepted(tasks[step.task_id], answer, sites, judge)
         return memo[key]
 
     return answer_ok

@@ -380,11 +380,13 @@ class CoEvolutionDistribution(Distribution):
         rewards: torch.Tensor | Sequence[Sequence[float]],
         shaping: ShapingConfig | None = None,
         confidences: torch.Tensor | Sequence[Sequence[float]] | None = None,
+        credits: torch.Tensor | Sequence[Sequence[float]] | None = None,
     ) -> tuple[CoEvolutionDistribution, WeightUpdate]:
         """Shape ``rewards`` ``(n, n_tasks)`` of the sampled ``rows`` and return the next distribution and the
         weight update (empty when all rewards are equal or weights are not evolved). ``confidences``: the
-        episodes' confidences, which ``shaping.confidence_tiebreak`` needs (:mod:`cotrain.shaping`)."""
-        step = self.step(rows, rewards, shaping, confidences)
+        episodes' confidences, which ``shaping.confidence_tiebreak`` needs; ``credits``: their reference
+        credits, which ``shaping.reference_credit`` needs (:mod:`cotrain.shaping`)."""
+        step = self.step(rows, rewards, shaping, confidences, credits)
         return step.distribution, step.update
 
     def step(
@@ -393,6 +395,7 @@ class CoEvolutionDistribution(Distribution):
         rewards: torch.Tensor | Sequence[Sequence[float]],
         shaping: ShapingConfig | None = None,
         confidences: torch.Tensor | Sequence[Sequence[float]] | None = None,
+        credits: torch.Tensor | Sequence[Sequence[float]] | None = None,
     ) -> DistributionStep:
         """:meth:`update` with what it was computed from: the shaped weights, and why the weight update is
         empty when it is (:class:`DistributionStep`)."""
@@ -400,7 +403,7 @@ class CoEvolutionDistribution(Distribution):
         matrix = as_reward_matrix(rewards)
         if matrix.shape[0] != rows.shape[0]:
             raise DistributionError(f"{rows.shape[0]} rows but rewards for {matrix.shape[0]} candidates")
-        weights = shape_fitness(matrix, shaping, confidences)
+        weights = shape_fitness(matrix, shaping, confidences, credits)
         gradients = self._compute_gradients(rows, weights, shaping.method)
         update = self.weight_update_from(gradients)
         reason = None
@@ -408,10 +411,12 @@ class CoEvolutionDistribution(Distribution):
             if not self.parameters["evolve_weights"]:
                 reason = "weights are not evolved (evolve_weights = false)"
             elif not bool((weights != 0).any()):
+                extra = [name for name, on in (("confidences", shaping.confidence_tiebreak),
+                                               ("reference credits", shaping.reference_credit)) if on]
                 reason = ("every candidate's fitness ties: the shaped weights are all 0 (no signal)"
-                          if not shaping.confidence_tiebreak else
-                          "every candidate's fitness ties, confidences included: the shaped weights are "
-                          "all 0")
+                          if not extra else
+                          f"every candidate's fitness ties, {' and '.join(extra)} included: the shaped "
+                          f"weights are all 0")
             else:
                 reason = "the coefficients of every seed cancel out"
         return DistributionStep(self.update_parameters(gradients), update, weights, reason)

@@ -26,7 +26,9 @@ Status keys beyond the contract: ``best_genome`` (slot -> id of the most probabl
 is empty, ``update_empty_reason`` (e.g. every fitness ties), ``rewards_tied`` (bool: every candidate got the
 same reward on every task of the batch, so the rewards carry no signal; a non-empty update in such a
 generation came from the confidence tie-break alone, :mod:`cotrain.shaping`), ``pool_sizes``,
-``pool_changes`` (count) and ``seconds_prompt_evolution``; ``centre_eval`` (present only in the generations
+``pool_changes`` (count), ``seconds_prompt_evolution``, ``credit_steps`` and ``seconds_credit`` (the
+reference steps scored teacher-forced for ``es.shaping.reference_credit``, summed over workers, and their
+seconds; 0 when it is off); ``centre_eval`` (present only in the generations
 that evaluate the centre) also carries ``reward_mean``, per-task ``rewards`` and the ``generation`` whose
 centre it scored; ``start_eval`` (generation 1 of a run with ``eval_at_start`` only) is the same dict for the
 start (``generation`` 0). ``reward_mean/max/min`` are over the evals' fitness column.
@@ -167,9 +169,13 @@ class CoEvolutionES(SearchAlgorithm):
         workers = [dict(w) for w in problem.worker_status()]
         agree = problem.checksums_agree
 
-        confidences = self._confidences() if self.shaping.confidence_tiebreak else None
+        confidences = (self._measured("last_confidences", "confidence_tiebreak", "episode confidences")
+                       if self.shaping.confidence_tiebreak else None)
+        credits = (self._measured("last_credits", "reference_credit",
+                                  "reference credits (AgentProblem measures them with credit_scale set)")
+                   if self.shaping.reference_credit else None)
         started = time.perf_counter()
-        step = dist.step(rows, rewards, self.shaping, confidences)
+        step = dist.step(rows, rewards, self.shaping, confidences, credits)
         new_dist, update = step.distribution, step.update
         problem.push_update(gen, update)
         seconds_update = time.perf_counter() - started
@@ -207,12 +213,14 @@ class CoEvolutionES(SearchAlgorithm):
             "seconds_perturb": float(timings.get("seconds_perturb", 0.0)),
             "seconds_update": float(timings.get("seconds_update", 0.0)) + seconds_update,
             "seconds_prompt_evolution": seconds_prompts,
+            "seconds_credit": float(timings.get("seconds_credit", 0.0)),
             "bytes_exchanged": bytes_exchanged,
             "workers": workers,
             "checksums_agree": agree is not False,
             "population_size": self.popsize,
             "rollouts_done": n_rollouts,
             "env_steps": int(problem.last_env_steps),
+            "credit_steps": int(getattr(problem, "last_credit_steps", 0)),
             "rollouts_total": n_rollouts,
             "task_batch": list(tasks),
             "env_seed": env_seed,
@@ -231,21 +239,22 @@ class CoEvolutionES(SearchAlgorithm):
             "rows": rows.tolist(),
             "rewards": rewards.tolist(),
             **({"confidences": confidences.tolist()} if confidences is not None else {}),
+            **({"credits": credits.tolist()} if credits is not None else {}),
             "update": update.to_dict(),
             "prompt_probs": probs,
             "pool_changes": [c.to_dict() for c in changes],
             "distribution": new_dist.to_dict(),
         }
 
-    def _confidences(self) -> torch.Tensor:
-        """The problem's episode confidences of the batch just evaluated (for the shaping's tie-break, which
-        checks their shape against the rewards)."""
-        conf = getattr(self._search_problem, "last_confidences", None)
-        if conf is None:
+    def _measured(self, attribute: str, option: str, what: str) -> torch.Tensor:
+        """The problem's per-episode ``attribute`` of the batch just evaluated, for the shaping term behind
+        ``option`` (the shaping checks its shape against the rewards); a problem that did not measure it is
+        a :class:`ConfigError` naming both."""
+        values = getattr(self._search_problem, attribute, None)
+        if values is None:
             name = type(self._search_problem).__name__
-            raise ConfigError(f"es.shaping.confidence_tiebreak > 0, but {name} measures no episode "
-                              f"confidences (set it to 0)")
-        return torch.as_tensor(conf, dtype=torch.float64).detach().cpu()
+            raise ConfigError(f"es.shaping.{option} > 0, but {name} measured no {what}")
+        return torch.as_tensor(values, dtype=torch.float64).detach().cpu()
 
     # ------------------------------------------------------------------------------------------ status
 

@@ -28,6 +28,15 @@ then closer to flipping). ``soft`` is bounded in (-1, 1) and, unlike ``tanh``, n
 step that a lexical prior decides by a margin of 100 leaves the small changes of the other steps visible.
 The term lies in ``(-lambda, +lambda)``; ``lambda < 1 / (2 n_tasks)`` is required, so with 0/1 rewards it
 never reorders candidates whose mean rewards differ: it only breaks ties.
+
+Reference credit (``reference_credit = mu > 0``): step-level credit from the training tasks' reference
+solutions (:mod:`es_agent.reference_credit`). Each (candidate, task) also has a credit in [-1, 1], the mean
+over the task's reference steps, replayed teacher-forced, of how far the policy's choice leans to the
+reference action (squashed with ``confidence_scale``), and ``mu x mean over tasks of the credit`` is added to
+each candidate's fitness. Unlike the tie-break it has no bound: ``mu < 1 / (2 n_tasks)`` makes it a
+tie-break that prefers the candidates closer to the references, a larger ``mu`` a dense objective that trades
+terminal reward for step credit. The credits move with every perturbation, so a generation whose rewards all
+tie still ranks its candidates.
 """
 
 from __future__ import annotations
@@ -65,19 +74,22 @@ class ShapingConfig:
     less than the term)."""
     confidence_scale: float = field(default=1.0, metadata={"omit_when_default": True})
     """Confidences are squashed by ``c / (confidence_scale + |c|)`` (the policy's score units: with the
-    ``calibrated`` scoring, log-probability differences per token)."""
+    ``calibrated`` scoring, log-probability differences per token); so are the reference credit's margins."""
+    reference_credit: float = field(default=0.0, metadata={"omit_when_default": True})
+    """Weight ``mu`` of the reference credit (module docstring); 0 turns it off. Any finite ``mu >= 0``."""
 
     def __post_init__(self) -> None:
         if self.method not in SHAPING_METHODS:
             raise DistributionError(f"shaping method must be one of {SHAPING_METHODS}, got {self.method!r}")
         if self.per_task_scaling and not self.per_task_centering:
             raise DistributionError("per_task_scaling=True requires per_task_centering=True")
-        for name in ("confidence_tiebreak", "confidence_scale"):
+        for name in ("confidence_tiebreak", "confidence_scale", "reference_credit"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise DistributionError(f"{name} must be a finite number, got {value!r}")
-        if self.confidence_tiebreak < 0:
-            raise DistributionError(f"confidence_tiebreak must be >= 0, got {self.confidence_tiebreak}")
+        for name in ("confidence_tiebreak", "reference_credit"):
+            if getattr(self, name) < 0:
+                raise DistributionError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.confidence_scale <= 0:
             raise DistributionError(f"confidence_scale must be > 0, got {self.confidence_scale}")
         if self.confidence_tiebreak and self.per_task_scaling:
@@ -102,16 +114,35 @@ def as_reward_matrix(rewards: torch.Tensor | Sequence[float] | Sequence[Sequence
 def candidate_fitness(
     rewards: torch.Tensor | Sequence[Sequence[float]], config: ShapingConfig | None = None,
     confidences: torch.Tensor | Sequence[Sequence[float]] | None = None,
+    credits: torch.Tensor | Sequence[Sequence[float]] | None = None,
 ) -> torch.Tensor:
     """One fitness per candidate: the mean over tasks after the optional per-task centring and scaling,
     plus the confidence tie-break when ``config.confidence_tiebreak > 0`` (``confidences``: one per episode,
-    the shape of ``rewards``)."""
+    the shape of ``rewards``) and the reference credit term when ``config.reference_credit > 0``
+    (``credits``: one per episode, in [-1, 1])."""
     config = config or ShapingConfig()
     matrix = as_reward_matrix(rewards)
     fitness = _reward_fitness(matrix, config)
     if config.confidence_tiebreak:
         fitness = fitness + confidence_tiebreak(matrix, confidences, config)
+    if config.reference_credit:
+        fitness = fitness + reference_credit_term(matrix, credits, config)
     return fitness
+
+
+def reference_credit_term(rewards: torch.Tensor, credits: torch.Tensor | Sequence[Sequence[float]] | None,
+                          config: ShapingConfig) -> torch.Tensor:
+    """``mu x`` the mean credit over tasks, per candidate (module docstring)."""
+    if credits is None:
+        raise DistributionError("reference_credit > 0 needs the episodes' reference credits, and none were "
+                                "given (the problem does not measure them)")
+    values = torch.as_tensor(credits, dtype=torch.float64).detach().cpu()
+    if values.shape != rewards.shape:
+        raise DistributionError(f"reference credits of shape {tuple(values.shape)} for rewards of shape "
+                                f"{tuple(rewards.shape)}")
+    if not torch.isfinite(values).all() or bool((values.abs() > 1).any()):
+        raise DistributionError("reference credits must be finite and in [-1, 1]")
+    return config.reference_credit * values.mean(dim=1)
 
 
 def confidence_tiebreak(rewards: torch.Tensor, confidences: torch.Tensor | Sequence[Sequence[float]] | None,
@@ -176,11 +207,12 @@ def centered_ranks(values: torch.Tensor) -> torch.Tensor:
 def shape_fitness(
     rewards: torch.Tensor | Sequence[Sequence[float]], config: ShapingConfig | None = None,
     confidences: torch.Tensor | Sequence[Sequence[float]] | None = None,
+    credits: torch.Tensor | Sequence[Sequence[float]] | None = None,
 ) -> torch.Tensor:
     """Shaped weights, float64 of shape ``(n_candidates,)``; all zeros when every fitness is equal
-    (``confidences``: see :func:`candidate_fitness`)."""
+    (``confidences``, ``credits``: see :func:`candidate_fitness`)."""
     config = config or ShapingConfig()
-    fitness = candidate_fitness(rewards, config, confidences)
+    fitness = candidate_fitness(rewards, config, confidences, credits)
     spread = float(fitness.max() - fitness.min())
     if spread <= TIE_RTOL * max(1.0, float(fitness.abs().max())):
         return torch.zeros_like(fitness)

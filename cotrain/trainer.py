@@ -138,9 +138,11 @@ def build_problem(cfg: TrainConfig, state: RunState, task_ids: Sequence[TaskId])
 
     agent = dataclasses.replace(cfg.agent, prompt_pools=state.pools.to_dict(),
                                 snapshot=str(state.snapshot) if state.snapshot is not None else None)
+    shaping = cfg.es.shaping
     problem = AgentProblem(agent, cfg.env.spec_for(), max_batch_tasks=cfg.env.tasks_per_generation,
                            task_ids=list(dict.fromkeys(task_ids)), num_actors=cfg.workers.num_actors,
-                           rows_per_piece=cfg.workers.rows_per_piece, seed=cfg.es.seed)
+                           rows_per_piece=cfg.workers.rows_per_piece, seed=cfg.es.seed,
+                           credit_scale=shaping.confidence_scale if shaping.reference_credit else None)
     for generation, update in state.pending:
         problem.push_update(generation, update)
     return problem

@@ -74,6 +74,18 @@ class ReferenceStep:
         return report_kind(self.action)
 
 
+def reference_steps(task_id: int, split: str, observations: Sequence[Mapping[str, Any]],
+                    actions: Sequence[str]) -> list[ReferenceStep]:
+    """The steps of one recorded reference trajectory: ``observations[i]`` is the page ``actions[i]`` was
+    taken on (only the :data:`OBS_KEYS` fields are kept, as strings)."""
+    if len(observations) != len(actions):
+        raise AgreementError(f"task {task_id}: {len(observations)} observation(s) for {len(actions)} "
+                             f"reference action(s)")
+    return [ReferenceStep(task_id, split, index, {k: str(obs.get(k) or "") for k in OBS_KEYS}, action,
+                          tuple(actions[:index]), len(actions))
+            for index, (obs, action) in enumerate(zip(observations, actions, strict=True))]
+
+
 def report_kind(action: str) -> str:
     """The reporting kind of an action: ``click``, ``type``, ``stop`` or ``other``."""
     verb = (normalize_action(action) or action).split(" ", 1)[0].split("[", 1)[0]

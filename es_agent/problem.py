@@ -25,6 +25,7 @@ is float32 (``eval_dtype``); ``_fill`` makes valid random rows.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -48,7 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["AgentProblem", "ProgressFn", "ReplicaDivergenceError", "WorkerLostError"]
 
-_REPORT_TIMINGS = ("seconds_perturb", "seconds_rollout", "seconds_update", "seconds_build")
+_REPORT_TIMINGS = ("seconds_perturb", "seconds_rollout", "seconds_update", "seconds_build", "seconds_credit")
 _T = TypeVar("_T")
 
 
@@ -67,9 +68,14 @@ class AgentProblem(AgentProblemBase):
     def __init__(self, agent: AgentSpec, env: EnvSpec, *, max_batch_tasks: int = 8,
                  task_ids: Sequence[TaskId] | None = None, num_actors: int | str | None = None,
                  actor_config: Mapping[str, Any] | None = None, rows_per_piece: int = 1,
-                 max_piece_attempts: int = 3, fill_sigma: float = 0.0, seed: int | None = None) -> None:
+                 max_piece_attempts: int = 3, fill_sigma: float = 0.0, seed: int | None = None,
+                 credit_scale: float | None = None) -> None:
         if rows_per_piece < 1 or max_piece_attempts < 1:
             raise SpecError("rows_per_piece and max_piece_attempts must be >= 1")
+        if credit_scale is not None and not (isinstance(credit_scale, int | float)
+                                             and not isinstance(credit_scale, bool)
+                                             and math.isfinite(credit_scale) and credit_scale > 0):
+            raise SpecError(f"credit_scale must be a finite number > 0 (or None: off), got {credit_scale!r}")
         agent = agent.resolved()  # "auto" dtype chosen once, here: every replica gets the same weights
         pools = agent.load_pools()
         super().__init__(agent, env, solution_length=FIXED_COLUMNS + len(pools.slots), dtype=torch.float64,
@@ -81,6 +87,9 @@ class AgentProblem(AgentProblemBase):
         """Worker deaths on one piece after which :class:`WorkerLostError` is raised."""
         self.fill_sigma = float(fill_sigma)
         """Sigma of the rows made by ``_fill``."""
+        self.credit_scale = None if credit_scale is None else float(credit_scale)
+        """When set, a generation's candidates also measure their reference credit on every task
+        (:mod:`es_agent.reference_credit`, margins squashed with this scale): :attr:`last_credits`."""
         self.expected_checksum: str | None = None
         """Checksum the centre must have after the whole log (set by a driver that keeps its own replica)."""
         self.on_progress: ProgressFn | None = None
@@ -182,7 +191,8 @@ class AgentProblem(AgentProblemBase):
 
     def _batch_outcomes(self, batch: SolutionBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
         values = torch.tensor(batch.values.tolist(), dtype=torch.float64).reshape(len(batch), -1)
-        return self._evaluate_values(values, self.task_batch, sample=True)
+        rewards, confidences, self.last_credits = self._evaluate_values(values, self.task_batch, sample=True)
+        return rewards, confidences
 
     # ================================================================== driver API
     @property
@@ -276,8 +286,15 @@ class AgentProblem(AgentProblemBase):
         return sum(int(r.get("steps", 0)) for r in self._reports())
 
     @property
+    def last_credit_steps(self) -> int:
+        """Reference steps scored teacher-forced for the reference credit in the last evaluation, summed over
+        workers (0 without :attr:`credit_scale`)."""
+        return sum(int(r.get("credit_steps", 0)) for r in self._reports())
+
+    @property
     def last_timings(self) -> dict[str, float]:
-        """Seconds in perturb/restore, rollouts, updates and builds, summed over workers, last evaluation."""
+        """Seconds in perturb/restore, rollouts, updates, builds and the reference credit, summed over
+        workers, last evaluation."""
         reports = self._reports()
         return {name: float(sum(r[name] for r in reports)) for name in _REPORT_TIMINGS}
 
@@ -303,13 +320,19 @@ class AgentProblem(AgentProblemBase):
                   sample: bool = False) -> list[list[float]]:
         """Per row, the reward of each task and then the confidence of each episode
         (:attr:`~es_agent.rollout.EpisodeResult.confidence`), in this process's replica (an actor, or the
-        driver without actors). Plain lists in and out: they pickle in a fraction of a tensor's bytes (floats
-        keep seeds exact). ``sample``: training candidates, whose actions are drawn at the policy's
+        driver without actors), then, for training candidates of a problem with :attr:`credit_scale`, the
+        reference credit of each task. Plain lists in and out: they pickle in a fraction of a tensor's bytes
+        (floats keep seeds exact). ``sample``: training candidates, whose actions are drawn at the policy's
         temperature (:meth:`Replica.run_rows <es_agent.worker.Replica.run_rows>`)."""
         rep = self._ensure_replica()
         rows = check_rows(values, list(rep.pools.sizes().values()), rep.pools.slot_names)
-        rewards = rep.run_rows(rows, tuple(task_ids), sample=sample)
-        return torch.cat([rewards, rep.last_confidences.to(rewards.dtype)], dim=1).tolist()
+        scale = self.credit_scale if sample else None
+        rewards = rep.run_rows(rows, tuple(task_ids), sample=sample, credit_scale=scale)
+        parts = [rewards.to(torch.float64), rep.last_confidences.to(torch.float64)]
+        if scale is not None:
+            assert rep.last_credits is not None
+            parts.append(rep.last_credits)
+        return torch.cat(parts, dim=1).tolist()
 
     def _ensure_replica(self) -> Replica:
         rep, log = self._replica, self._updates
@@ -354,17 +377,22 @@ class AgentProblem(AgentProblemBase):
         return out
 
     def _evaluate_values(self, values: torch.Tensor, tasks: tuple[TaskId, ...], *, sample: bool
-                         ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-task rewards and episode confidences, each ``(len(values), len(tasks))``."""
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Per-task rewards, episode confidences and (training candidates with :attr:`credit_scale`)
+        reference credits, each ``(len(values), len(tasks))``; the credits are ``None`` when not measured."""
         self._check_rows(values)
         step = self.rows_per_piece
         jobs = [Job(list(range(s, min(s + step, len(values)))), values[s:s + step], tasks, sample=sample)
                 for s in range(0, len(values), step)]
         out = torch.cat(self._run_jobs(jobs), dim=0)
-        if out.shape[1] != 2 * len(tasks):
-            raise SpecError(f"a worker returned {out.shape[1]} values per row for {len(tasks)} task(s); "
-                            f"expected {2 * len(tasks)} (the rewards, then the confidences)")
-        return out[:, :len(tasks)], out[:, len(tasks):]
+        credit = sample and self.credit_scale is not None
+        parts = 3 if credit else 2
+        n = len(tasks)
+        if out.shape[1] != parts * n:
+            raise SpecError(f"a worker returned {out.shape[1]} values per row for {n} task(s); expected "
+                            f"{parts * n} (the rewards, then the confidences"
+                            f"{', then the reference credits' if credit else ''})")
+        return out[:, :n], out[:, n:2 * n], out[:, 2 * n:] if credit else None
 
     def _run_jobs(self, jobs: list[Job]) -> list[torch.Tensor]:
         return self._dispatch.run(jobs, lambda job: self._run_rows(job.values.tolist(), job.tasks,

@@ -63,6 +63,9 @@ class AgentProblemBase(Problem):
         """The :attr:`~es_agent.rollout.EpisodeResult.confidence` of every episode of the last batch
         evaluated, ``(len(batch), len(task_batch))`` like its per-task rewards (``None`` before one, and on
         problems that do not measure it). Fitness shaping can break reward ties with it."""
+        self.last_credits: torch.Tensor | None = None
+        """The reference credit of every (candidate, task) of the last batch evaluated, like the rewards
+        (``None`` before one, and where the problem does not measure it: :mod:`es_agent.reference_credit`)."""
 
     # ------------------------------------------------------------------ EvoTorch hooks
     @property

@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import torch
 
@@ -40,11 +40,13 @@ from es_agent.updates import UpdateRecord
 if TYPE_CHECKING:  # pragma: no cover
     import gymnasium as gym
 
+    from es_agent.agreement import ReferenceStep
     from es_agent.population import PopulationRunner
     from es_agent.prompts import PromptGenome, PromptPools
     from es_agent.rollout import EpisodeResult
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 def episode_seed(env_seed: int, task_id: TaskId) -> int:
     """The reset seed of ``task_id`` under a generation's env seed: the same for every candidate (common
@@ -80,6 +82,10 @@ class ReplicaStats:
     """In building the model and the env."""
     infra_retries: int = 0
     """Episodes retried after an infrastructure failure."""
+    credit_steps: int = 0
+    """Reference steps scored teacher-forced for the reference credit (one scoring forward each, no env)."""
+    seconds_credit: float = 0.0
+    """In recording reference trajectories and scoring them (:mod:`es_agent.reference_credit`)."""
 
     def take(self) -> dict[str, float]:
         """The counters as a dict, then zero them."""
@@ -134,6 +140,11 @@ class Replica:
         self.last_confidences = torch.empty(0, 0, dtype=torch.float32)
         """The :attr:`~es_agent.rollout.EpisodeResult.confidence` of every episode of the last
         :meth:`run_rows` call, ``(len(rows), len(task_ids))`` like its rewards."""
+        self.last_credits: torch.Tensor | None = None
+        """The reference credit of every (row, task) of the last :meth:`run_rows` call that asked for it
+        (``credit_scale``), ``(len(rows), len(task_ids))``; ``None`` when it did not."""
+        self._references: dict[tuple[TaskId, int], list[ReferenceStep]] = {}
+        """Recorded reference trajectories by (task, reset seed): observations do not depend on the policy."""
         self._env: gym.Env | None = None
         self._move_failure: BaseException | None = None
         self._population: PopulationRunner | None = None
@@ -192,22 +203,26 @@ class Replica:
 
     # ------------------------------------------------------------------ rollouts
     def run_rows(self, rows: Sequence[CandidateRow], task_ids: Sequence[TaskId], *,
-                 sample: bool = False) -> torch.Tensor:
+                 sample: bool = False, credit_scale: float | None = None) -> torch.Tensor:
         """Per-task rewards ``(len(rows), len(task_ids))`` of rows, each at its perturbed weights (the
         episodes' confidences are in :attr:`last_confidences`). ``sample`` (training candidates): at a policy
         ``temperature`` above 0 the actions are sampled, with the noise every row shares per task
-        (:mod:`es_agent.sampling`); otherwise greedy."""
+        (:mod:`es_agent.sampling`); otherwise greedy. ``credit_scale``: also score each row's reference
+        credit on every task at its weights and genome (:attr:`last_credits`,
+        :mod:`es_agent.reference_credit`), squashed with this scale."""
+        self.last_credits = None
         # ---- batched low-rank population (es_agent.population, issue #10 item 6; engineer E): rows act in
         # lockstep per task, one env each, every step ONE batched forward; same rewards as the path below
         from es_agent import population
 
-        if population.batched_enabled(self.agent, self.policy_config, len(rows)):
+        if credit_scale is None and population.batched_enabled(self.agent, self.policy_config, len(rows)):
             if self._population is None:
                 self._population = population.PopulationRunner(self)
             return self._population.run_rows(rows, task_ids)
         # ---- end of the batched population block
         out = torch.empty(len(rows), len(task_ids), dtype=torch.float32)
         confidences = torch.empty_like(out)
+        credits = torch.empty(len(rows), len(task_ids), dtype=torch.float64)
         for i, row in enumerate(rows):
             genome = self.pools.from_indices(row.prompt_ids)
             t0 = time.perf_counter()
@@ -220,6 +235,9 @@ class Replica:
                                             weights_ready=self._wait_for_weights, sample=sample)
                 out[i] = torch.tensor([float(r.reward) for r in results])
                 confidences[i] = torch.tensor([r.confidence for r in results])
+                if credit_scale is not None:  # the row's weights are still in place
+                    credits[i] = torch.tensor(self.reference_credits(genome, task_ids, row.env_seed,
+                                                                     credit_scale), dtype=torch.float64)
             except BaseException:
                 self._abort_row()
                 raise
@@ -229,7 +247,50 @@ class Replica:
             self.stats.rows += 1
             self.rows_total += 1
         self.last_confidences = confidences
+        self.last_credits = credits if credit_scale is not None else None
         return out
+
+    def reference_credits(self, genome: PromptGenome, task_ids: Sequence[TaskId], env_seed: int,
+                          scale: float) -> list[float]:
+        """The reference credit of each task (:func:`es_agent.reference_credit.trajectory_credit`) at the
+        weights in place now (a row's member inside :meth:`run_rows`) with ``genome``; each task's reference
+        trajectory is recorded on first use with the generation's reset seed."""
+        from es_agent.policy import LLMPolicy
+        from es_agent.reference_credit import trajectory_credit
+
+        started = time.perf_counter()
+        try:
+            steps = [self.reference(task, episode_seed(env_seed, task)) for task in task_ids]
+            llm = LLMPolicy(self._model, self.tokenizer, genome, self.policy_config)
+            out = [trajectory_credit(llm, s, self._answer_ok, scale) for s in steps]
+            self.stats.credit_steps += sum(len(s) for s in steps)
+            return out
+        finally:
+            self.stats.seconds_credit += time.perf_counter() - started
+
+    def reference(self, task_id: TaskId, seed: int) -> list[ReferenceStep]:
+        """Task ``task_id``'s reference trajectory as :class:`~es_agent.agreement.ReferenceStep` objects,
+        replayed once through this replica's env with reset ``seed`` (``env.unwrapped.reference_trajectory``;
+        an env without one is a :class:`SpecError`), then from memory."""
+        from es_agent.agreement import reference_steps
+
+        key = (task_id, int(seed))
+        if key not in self._references:
+            def replay(env: gym.Env) -> tuple[list[str], list[dict[str, Any]]]:
+                record = getattr(env.unwrapped, "reference_trajectory", None)
+                if record is None:
+                    raise SpecError(f"the reference credit needs an env that replays reference solutions "
+                                    f"(env.unwrapped.reference_trajectory, as WebArenaLite-v0's bundled "
+                                    f"tasks); {type(env.unwrapped).__name__} has none")
+                return cast("tuple[list[str], list[dict[str, Any]]]", record(task_id, seed=int(seed)))
+
+            actions, observations = self._on_env(f"task {task_id!r}: recording its reference", replay)
+            self._references[key] = reference_steps(int(task_id), "", observations, actions)
+        return self._references[key]
+
+    def _answer_ok(self, step: ReferenceStep, answer: str) -> bool:
+        """Whether ``stop [answer]`` answers the step's task right, by the env's own check."""
+        return bool(self.env().unwrapped.answer_accepted(step.task_id, answer))  # type: ignore[attr-defined]
 
     def _wait_for_weights(self) -> None:
         """Block until the row's weights are in place (the first forward of a row calls this). A failed
@@ -314,12 +375,20 @@ class Replica:
         """One episode; an infrastructure failure is retried once on a rebuilt env, then raised."""
         from es_agent.rollout import run_episode
 
+        result = self._on_env(f"task {task_id!r}: the episode", lambda env: run_episode(
+            env, policy, seed=seed, options={"task_id": task_id}, max_steps=self.env_spec.max_steps))
+        self.stats.episodes += 1
+        self.stats.steps += int(result.steps)
+        return result
+
+    def _on_env(self, what: str, work: Callable[[gym.Env], _T]) -> _T:
+        """``work(env)``; an infrastructure failure is retried once on a rebuilt env, then raised as an
+        :class:`EpisodeInfrastructureError` that starts with ``what``."""
         for attempt in (1, 2):
             env = self.env()
             interrupt.check()  # a Ctrl-C whose KeyboardInterrupt was lost in a (re)build of the browser
             try:
-                result = run_episode(env, policy, seed=seed, options={"task_id": task_id},
-                                     max_steps=self.env_spec.max_steps)
+                return work(env)
             except Exception as exc:  # narrowed just below: only infrastructure errors are retried
                 if not self.env_spec.is_infrastructure_error(exc):
                     raise
@@ -327,15 +396,11 @@ class Replica:
                 interrupt.raise_if_requested(exc)  # the browser died of the user's Ctrl-C: stop, do not retry
                 if attempt == 2:
                     raise EpisodeInfrastructureError(
-                        f"task {task_id!r}: the episode failed twice for an infrastructure reason "
-                        f"({type(exc).__name__}: {exc}); the env was rebuilt in between") from exc
+                        f"{what} failed twice for an infrastructure reason ({type(exc).__name__}: {exc}); "
+                        f"the env was rebuilt in between") from exc
                 self.stats.infra_retries += 1
-                _log.warning("task %r: %s: %s; rebuilding the env and retrying once", task_id,
-                             type(exc).__name__, exc)
-                continue
-            self.stats.episodes += 1
-            self.stats.steps += int(result.steps)
-            return result
+                _log.warning("%s: %s: %s; rebuilding the env and retrying once", what, type(exc).__name__,
+                             exc)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def env(self) -> gym.Env:

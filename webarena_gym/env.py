@@ -33,6 +33,7 @@ from webarena_gym.display import EMBEDDED_SHOWN_SITES, URLDisplay
 from webarena_gym.errors import (
     BrowserError,
     EvaluatorError,
+    ReferenceSolutionError,
     ResetArgumentError,
     SiteConfigError,
     TaskConfigError,
@@ -316,6 +317,29 @@ class WebArenaLiteEnv(gym.Env[dict[str, str], str]):
         self._active = False
         result = self._evaluate(None, reason, None)
         return float(result.score), copy.deepcopy(result.details)
+
+    def reference_trajectory(self, task_id: int, seed: int | None = None
+                             ) -> tuple[list[str], list[dict[str, Any]]]:
+        """Replay task ``task_id``'s reference solution in a new episode reset with ``seed`` and return its
+        actions and the observation each was taken on (:func:`webarena_gym.reference.record_solution`): what
+        teacher-forced scoring of a policy needs (``es_agent.reference_credit``). Ends that episode; a task
+        without a working reference solution raises :class:`~webarena_gym.errors.ReferenceSolutionError`."""
+        from webarena_gym.reference import record_solution
+
+        task = self._pick_task(task_id)
+        if not task.extras.get("reference_solution"):
+            raise ReferenceSolutionError(f"task {task.task_id} has no reference_solution to replay (a real "
+                                         f"WebArena task: only the bundled tasks carry one)")
+        result, observations = record_solution(self, task, seed=seed)
+        return list(result.actions), observations
+
+    def answer_accepted(self, task_id: int, answer: str) -> bool:
+        """Whether ``stop [answer]`` answers task ``task_id`` right by its ``string_match`` evaluator, under
+        this env's sites, judge and rules, without a page (any answer when the task is not scored by it)."""
+        from webarena_gym.evaluators import answer_accepted
+
+        return answer_accepted(self._pick_task(task_id), answer, self.sites, self.judge,
+                               self.eval_rules)  # type: ignore[arg-type]
 
     @property
     def task(self) -> TaskConfig | None:

@@ -32,6 +32,7 @@ __all__ = [
     "find_element",
     "parse_axtree",
     "play_solution",
+    "record_solution",
     "replay_reference",
     "run_reference",
     "step_to_action",
@@ -165,6 +166,25 @@ def run_reference(env: Any, task: TaskConfig) -> ReplayResult:
     result = play_solution(env, task, obs)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def record_solution(env: Any, task: TaskConfig, *, seed: int | None = None
+                    ) -> tuple[ReplayResult, list[dict[str, Any]]]:
+    """Reset ``env`` on ``task`` (with ``seed``, the episode's reset seed, so the pages are the ones an agent
+    sees in that episode) and replay its reference solution, keeping the observation each action was taken
+    on: ``(result, observations)`` with ``observations[i]`` the page of ``result.actions[i]``. Raises
+    :class:`ReferenceSolutionError` as :func:`play_solution` does, and when the replay scores below 1."""
+    from webarena_gym.wrappers import RecordObservations
+
+    started = time.perf_counter()
+    recorder = RecordObservations(env)  # a view on env: nothing to close
+    obs, _ = recorder.reset(seed=seed, options={"task_id": task.task_id})
+    result = play_solution(recorder, task, obs)
+    result.seconds = time.perf_counter() - started
+    if result.reward < 1.0:
+        raise ReferenceSolutionError(f"task {task.task_id}: its reference solution scored {result.reward} "
+                                     f"on replay ({result.info.get('eval')})")
+    return result, recorder.observations[:len(result.actions)]
 
 
 def replay_reference(env: Any, task: TaskConfig) -> float:

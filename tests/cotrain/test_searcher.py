@@ -307,13 +307,17 @@ def test_on_a_real_agent_problem_every_key_is_filled(toy_config: Any) -> None:
         problem.close()
 
 
-def test_a_tiebreak_without_confidences_is_a_config_error(pools: PromptPools) -> None:
+@pytest.mark.parametrize(("option", "match"), [
+    ("confidence_tiebreak", "confidence_tiebreak > 0, but FakeAgentProblem measured no episode confidences"),
+    ("reference_credit", "reference_credit > 0, but FakeAgentProblem measured no reference credits"),
+])
+def test_a_shaping_term_whose_measure_is_missing_is_a_config_error(pools: PromptPools, option: str,
+                                                                   match: str) -> None:
     from cotrain.shaping import ShapingConfig
 
     searcher, _ = make_searcher(pools)
-    searcher.shaping = ShapingConfig(confidence_tiebreak=0.1)
-    with pytest.raises(ConfigError, match="confidence_tiebreak > 0, but FakeAgentProblem measures no episode "
-                                          "confidences"):
+    searcher.shaping = ShapingConfig(**{option: 0.1})
+    with pytest.raises(ConfigError, match=match):
         searcher.step()
 
 
@@ -345,5 +349,35 @@ def test_the_confidence_tiebreak_on_a_real_agent_problem_moves_every_generation(
         assert tied >= 1
         assert [s["update_empty"] for s in seen] == [False, False]
         assert any(s["rewards_tied"] for s in seen)  # a generation moved by the tie-break alone, and says so
+    finally:
+        problem.close()
+
+
+def test_the_reference_credit_on_a_real_agent_problem_ranks_every_generation(toy_config: Any) -> None:
+    """From the config (es.shaping.reference_credit) to the problem (credit_scale) to the update: every
+    candidate's credit is measured on every task, recorded, counted, and moves the centre even where all
+    rewards tie."""
+    from cotrain.checkpoint import RunState, initial_distribution, load_pools
+    from cotrain.trainer import build_problem
+
+    cfg = toy_config(es={"shaping": {"reference_credit": 0.5, "confidence_scale": 2.0}})
+    assert cfg.es.shaping.reference_credit == 0.5
+    pools = load_pools(None)
+    dist = initial_distribution(cfg, pools)
+    problem = build_problem(cfg, RunState(0, dist, pools, None, 0, [], None), [0, 1, 2, 3])
+    assert problem.credit_scale == 2.0
+    try:
+        searcher = CoEvolutionES(problem, dist, popsize=4, train_tasks=[0, 1, 2, 3], tasks_per_generation=2,
+                                 seed=0, shaping=cfg.es.shaping)
+        seen: list[dict[str, Any]] = []
+        searcher.log_hook.append(seen.append)
+        for _ in range(2):
+            searcher.step()
+            credits = torch.tensor(searcher.last_record["credits"])
+            assert credits.shape == (4, 2) and bool((credits.abs() <= 1).all())
+            assert len(set(credits.reshape(-1).tolist())) > 1
+        assert [s["credit_steps"] for s in seen] == [4 * 2, 4 * 2]  # one reference step per task and row
+        assert all(s["seconds_credit"] > 0 for s in seen)
+        assert [s["update_empty"] for s in seen] == [False, False]
     finally:
         problem.close()

@@ -178,3 +178,34 @@ def test_confidence_tiebreak_errors_name_the_problem() -> None:
                        ({"confidence_tiebreak": 0.1, "per_task_scaling": True}, "per_task_scaling")]:
         with pytest.raises(DistributionError, match=match):
             ShapingConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_reference_credit_hand_computed_case() -> None:
+    rewards = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
+    credits = torch.tensor([[0.5, -0.5], [0.8, 0.2], [1.0, 1.0]])
+    config = ShapingConfig(reference_credit=0.4)
+    fitness = candidate_fitness(rewards, config, credits=credits)
+    # reward means 0.5, 0.5, 0 centred by the task means' mean (1/3): 1/6, 1/6, -1/3; credit means 0, 0.5, 1
+    assert fitness.tolist() == pytest.approx([1 / 6 + 0.0, 1 / 6 + 0.2, -1 / 3 + 0.4])
+    assert shape_fitness(rewards, config, credits=credits).tolist() == [0.0, 0.5, -0.5]
+    dense = ShapingConfig(reference_credit=0.8)  # 1/6, 1/6 + 0.4, -1/3 + 0.8: the unsolved one passes one
+    assert shape_fitness(rewards, dense, credits=credits).tolist() == [-0.5, 0.5, 0.0]
+    small = ShapingConfig(reference_credit=0.1)
+    assert shape_fitness(rewards, small, credits=credits).tolist() == [-0.5 + 0.5, 0.5, -0.5]  # a tie-break
+    assert shape_fitness(torch.zeros(3, 2), small, credits=credits).tolist() == [-0.5, 0.0, 0.5]
+
+
+def test_reference_credit_errors_name_the_problem() -> None:
+    rewards = torch.zeros(3, 2)
+    config = ShapingConfig(reference_credit=0.5)
+    with pytest.raises(DistributionError, match="needs the episodes' reference credits"):
+        shape_fitness(rewards, config)
+    with pytest.raises(DistributionError, match=r"reference credits of shape \(3, 1\)"):
+        shape_fitness(rewards, config, credits=torch.zeros(3, 1))
+    with pytest.raises(DistributionError, match=r"finite and in \[-1, 1\]"):
+        shape_fitness(rewards, config, credits=torch.full((3, 2), 1.5))
+    with pytest.raises(DistributionError, match=r"finite and in \[-1, 1\]"):
+        shape_fitness(rewards, config, credits=torch.full((3, 2), float("nan")))
+    for bad, match in [(-0.1, ">= 0"), (float("nan"), "finite"), ("1", "finite")]:
+        with pytest.raises(DistributionError, match=match):
+            ShapingConfig(reference_credit=bad)  # type: ignore[arg-type]

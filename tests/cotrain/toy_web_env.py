@@ -76,6 +76,19 @@ class ToyWebEnv(gym.Env):
         return self._obs(error), 0.0, False, False, info
 
 
+    def reference_trajectory(self, task_id: int, seed: int | None = None
+                             ) -> tuple[list[str], list[dict[str, str]]]:
+        """The reference of a task: answer it (one step), replayed in a new episode reset with ``seed``."""
+        obs, _ = self.reset(seed=seed, options={"task_id": task_id})
+        action = f"stop [{TASKS[task_id][1]}]"
+        self.step(action)
+        return [action], [obs]
+
+    def answer_accepted(self, task_id: int, answer: str) -> bool:
+        """Whether ``stop [answer]`` answers the task (its target is in the answer)."""
+        return TASKS[task_id][1].lower() in answer.lower()
+
+
 def toy_config_dict(**sections: dict[str, Any]) -> dict[str, Any]:
     """A small run on the toy env with the tiny Qwen (sections update the defaults key by key)."""
     data: dict[str, Any] = {

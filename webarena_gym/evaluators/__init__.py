@@ -82,6 +82,18 @@ def _check_helpers(task: TaskConfig) -> None:
                                       task_id=task.task_id, field=f"eval.program_html[{i}].{name}")
 
 
+def answer_accepted(task: TaskConfig, answer: str, sites: Any, judge: Judge | None = None,
+                    rules: EvalRules = "webarena") -> bool:
+    """Whether ``stop [answer]`` satisfies ``task``'s answer: its ``string_match`` evaluator scores it 1
+    (``judge``: for ``fuzzy_match``, default :class:`OfflineJudge`), or the task is not scored by its answer
+    (then any answer is). No page is needed: only the answer is checked, not the page state."""
+    if "string_match" not in task.eval.eval_types:
+        return True
+    ctx = EvalContext(answer=answer, page=None, context=None, sites=sites, judge=judge or OfflineJudge(),
+                      rules=rules, intent=task.intent)
+    return StringMatchEvaluator(task)(ctx).score >= 1.0
+
+
 __all__ = [
     "EvalContext",
     "EvalResult",
@@ -94,5 +106,6 @@ __all__ = [
     "StringMatchEvaluator",
     "TransformersJudge",
     "UrlMatchEvaluator",
+    "answer_accepted",
     "build_evaluator",
 ]
