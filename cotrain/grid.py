@@ -453,7 +453,9 @@ def actual_budget(cfg: TrainConfig, metrics: Sequence[Mapping[str, Any]]) -> dic
     """The episodes a finished run used, read from its metrics: rollouts of every generation, the centre
     episodes of its reflective mutations (one per task the generation's evolver reflected on: the tasks some
     candidate failed, at most ``prompts.reflect_tasks``, in the generations its seeded draw chose) and centre
-    evaluations. ``steps`` is the env steps when the metrics count them (``env_steps``), else ``None``."""
+    evaluations. ``steps`` is the env steps when the metrics count them (``env_steps``), else ``None``;
+    ``credit_steps`` the reference steps scored teacher-forced for ``es.shaping.reference_credit`` (0 without
+    it, and in metrics from before it)."""
     from cotrain.prompt_evolution import FailureReport
 
     chosen = set(reflection_generations(cfg))
@@ -466,7 +468,8 @@ def actual_budget(cfg: TrainConfig, metrics: Sequence[Mapping[str, Any]]) -> dic
     counted = all(isinstance(s, int) for s in steps) and bool(steps)
     return {"episodes": train + reflect + evals, "train_episodes": train, "reflection_episodes": reflect,
             "eval_episodes": evals, "steps": sum(int(s) for s in steps if isinstance(s, int)) if counted
-            else None, "generations": len(metrics)}
+            else None, "credit_steps": sum(int(m.get("credit_steps", 0)) for m in metrics),
+            "generations": len(metrics)}
 
 
 # --------------------------------------------------------------------------------------------- scheduling

@@ -156,7 +156,8 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
             actual = [r["budget_actual"] for r in runs if r.get("budget_actual")]
             if actual:
                 entry["budget_actual"] = {
-                    "episodes": [a["episodes"] for a in actual], "steps": [a.get("steps") for a in actual]}
+                    "episodes": [a["episodes"] for a in actual], "steps": [a.get("steps") for a in actual],
+                    "credit_steps": [int(a.get("credit_steps", 0)) for a in actual]}
             entry["curve_mean"] = _mean_curve([r.get("curve") or [] for r in runs])
             entry["updates"] = [r.get("updates") for r in runs]
             entry["seconds_train"] = [float(r.get("seconds_train") or 0.0) for r in runs]
@@ -377,11 +378,12 @@ def render_markdown(report: Mapping[str, Any], pngs: Mapping[str, str]) -> str:
             steps = act.get("steps") or []
             counted = steps if any(v is not None for v in steps) else "not counted by the metrics"
             rows.append([name, arm, str(p.get("episodes", "-")), str(p.get("steps", "-")),
-                         str(act.get("episodes", "-")), str(counted),
+                         str(act.get("episodes", "-")), str(counted), str(act.get("credit_steps", "-")),
                          " ".join(f"{v:.0f}" for v in a["seconds_train"])])
     lines += ["", "## Budgets (training only; the held-out scoring is the same for every arm)", "",
               *_table(["setting", "arm", "planned episodes", "planned steps (at most)",
-                       "actual episodes per seed", "actual steps per seed", "train s per seed"], rows)]
+                       "actual episodes per seed", "actual steps per seed",
+                       "teacher-forced credit steps per seed", "train s per seed"], rows)]
     rows = []
     for name, s in report["settings"].items():
         for arm, a in s["arms"].items():

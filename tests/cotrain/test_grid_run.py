@@ -12,13 +12,14 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cotrain.cli import main
 from cotrain.config import load_config
 from cotrain.errors import GridError
-from cotrain.grid import check_start_dtype, finished_result, plan_grid, run_grid, run_lock
+from cotrain.grid import actual_budget, check_start_dtype, finished_result, plan_grid, run_grid, run_lock
 from cotrain.grid_config import load_grid_config
 from cotrain.grid_report import write_report
 
@@ -138,6 +139,7 @@ def test_tiny_grid_runs_every_run_once_and_scores_the_held_out_tasks(grid: Grid)
         assert both["updates"]["generations"] == 2 and both["updates"]["empty"] == 2
         assert both["updates"]["tiebreak_only"] == 0  # recorded; no tie-break configured here
         assert both["budget_actual"]["steps"] == 4
+        assert both["budget_actual"]["credit_steps"] == 0  # no reference credit configured
         run_json = json.loads((out / both["run_dir"] / "run.json").read_text())
         # snapshots after generations 1 and 2; the grid pruned all but the last once the result was written
         assert [s["generation"] for s in run_json["snapshots"]] == [2]
@@ -263,3 +265,12 @@ def test_reward_ties_are_read_back_from_the_run_directories(grid: Grid, tmp_path
     assert count.success_rate == 0.0 and count.expected_share == 1.0
     assert (f"| out_a | {A} | both | 1 | 2 | 2 (100 %) | 0 / 0 / 2 | 0 / 4 (0.0 %) | 100 % "
             f"| none (nothing solved) | 0 |") in format_table([count])
+
+
+def test_the_actual_budget_counts_the_teacher_forced_credit_steps(toy_config: Any) -> None:
+    cfg = toy_config()
+    metrics = [{"iter": 1, "rollouts_done": 4, "env_steps": 6, "credit_steps": 12},
+               {"iter": 2, "rollouts_done": 4, "env_steps": 5, "credit_steps": 10}]
+    budget = actual_budget(cfg, metrics)
+    assert (budget["train_episodes"], budget["steps"], budget["credit_steps"]) == (8, 11, 22)
+    assert actual_budget(cfg, [{"iter": 1, "rollouts_done": 4, "env_steps": 6}])["credit_steps"] == 0
