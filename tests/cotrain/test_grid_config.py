@@ -425,3 +425,26 @@ def test_the_bf16_grid_is_the_6h_grid_with_only_the_dtype_changed() -> None:
         twin_cfg = run_config(six_grid, twin.overrides, twin.arm).to_dict()
         assert (cfg["agent"].pop("dtype"), twin_cfg["agent"].pop("dtype")) == ("bfloat16", "auto")
         assert cfg == twin_cfg
+
+
+def test_the_credit_grid_is_the_bf16_grid_with_only_the_reference_credit_added() -> None:
+    """configs/grid_credit.toml: tiers 2-3 of the shop admin and the shop; every start is grid_bf16's own
+    start (the same config), every trained run has a grid_bf16 twin whose config differs only in
+    es.shaping.reference_credit (0.4 against 0), with the same budget."""
+    bf16_grid = load_grid_config(REPO / "configs" / "grid_bf16.toml")
+    twins = {r.key: r for r in plan_grid(bf16_grid)}
+    grid = load_grid_config(REPO / "configs" / "grid_credit.toml")
+    runs = plan_grid(grid)
+    assert len(runs) == 4 * 7 and {(r.setting.family, r.setting.tier) for r in runs} == {
+        (f, t) for f in ("shopping", "shopping_admin") for t in (2, 3)}
+    for run in runs:
+        twin = twins[run.key]
+        assert run.budget == twin.budget
+        if run.arm == "start":
+            assert (run.overrides, run.config_sha256) == (twin.overrides, twin.config_sha256)
+            continue
+        cfg = run_config(grid, run.overrides, run.arm).to_dict()
+        twin_cfg = run_config(bf16_grid, twin.overrides, twin.arm).to_dict()
+        assert cfg["es"]["shaping"].pop("reference_credit") == 0.4
+        assert "reference_credit" not in twin_cfg["es"]["shaping"]
+        assert cfg == twin_cfg
