@@ -4,9 +4,10 @@ Two grid directories made from grid files that differ in one override (for examp
 ``configs/grid_tiebreak.toml`` against ``configs/grid_memory.toml``: the confidence tie-break on and off) hold
 runs with the same keys, the same training and held-out tasks and the same env seed. This pairs them run by
 run and reports, per setting and arm, the held-out success of each grid and the paired difference ``a - b``
-with a 95 % bootstrap CI over seeds x tasks (:func:`cotrain.grid_stats.paired_estimate`). Only seeds both
-grids finished are paired (``--seeds``: only those of a chosen subset); a run whose held-out tasks differ
-between the grids is an error naming it.
+with a 95 % bootstrap CI over seeds x tasks (:func:`cotrain.grid_stats.paired_estimate`), and each paired
+run's minutes (its whole process, as its result recorded them: a speed change shows run by run). Only seeds
+both grids finished are paired (``--seeds``: only those of a chosen subset); a run whose held-out tasks
+differ between the grids is an error naming it.
 
     python -m benchmarks.compare_grids --a runs/grid_tiebreak --b runs/grid_memory \\
         --labels tiebreak memory --out benchmarks/results/grid_tiebreak_vs_memory
@@ -61,7 +62,9 @@ def compare(a: Mapping[str, Mapping[str, Any]], b: Mapping[str, Mapping[str, Any
                      "a": _est(bootstrap_mean(ma, n_boot=n_boot)),
                      "b": _est(bootstrap_mean(mb, n_boot=n_boot)),
                      "a_solved": [int(r.sum()) for r in ma], "b_solved": [int(r.sum()) for r in mb],
-                     "a_minus_b": _est(diff)})
+                     "a_minus_b": _est(diff),
+                     "a_minutes": [_minutes(a[k]) for k in keys],
+                     "b_minutes": [_minutes(b[k]) for k in keys]})
     return rows
 
 
@@ -72,13 +75,15 @@ def render(rows: Sequence[Mapping[str, Any]], labels: Sequence[str], command: st
              "Held-out success (test + test_unseen) of the same runs (setting, arm, seed) in the two grids, "
              "and the paired difference over seeds x tasks with a 95 % bootstrap CI, in points.", "",
              f"| setting | arm | seeds | tasks solved per seed, {la} | tasks solved per seed, {lb} | {la} "
-             f"| {lb} | {la} - {lb} (points) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             f"| {lb} | {la} - {lb} (points) | minutes per run, {la} | minutes per run, {lb} |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         seeds = ", ".join("-" if s is None else str(s) for s in r["seeds"])
         lines.append(f"| {r['setting']} | {r['arm']} | {seeds} | {' / '.join(map(str, r['a_solved']))} of "
                      f"{r['n_tasks']} | {' / '.join(map(str, r['b_solved']))} of {r['n_tasks']} | "
                      f"{format_percent(r['a'])} | {format_percent(r['b'])} | "
-                     f"{format_points(r['a_minus_b'])} |")
+                     f"{format_points(r['a_minus_b'])} | {_shown_minutes(r.get('a_minutes'))} | "
+                     f"{_shown_minutes(r.get('b_minutes'))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -106,6 +111,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=1))
     print(f"wrote {args.out.with_suffix('.md')} and {args.out.with_suffix('.json')}")
     return 0
+
+
+def _minutes(result: Mapping[str, Any]) -> float | None:
+    """A run's whole process in minutes (model load, training, held-out scoring); ``None`` when unrecorded."""
+    seconds = result.get("seconds")
+    return None if seconds is None else float(seconds) / 60
+
+
+def _shown_minutes(values: Sequence[float | None] | None) -> str:
+    return " / ".join("-" if v is None else f"{v:.1f}" for v in values or []) or "-"
 
 
 def _arm_rank(arm: str) -> int:

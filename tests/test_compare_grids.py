@@ -14,7 +14,8 @@ from cotrain.grid import RESULT_FORMAT
 TASKS = {"test": [1, 2, 3], "test_unseen": [4]}
 
 
-def _write(root: Path, arm: str, seed: int | None, solved: set[int], tasks: dict | None = None) -> None:
+def _write(root: Path, arm: str, seed: int | None, solved: set[int], tasks: dict | None = None,
+           seconds: float | None = None) -> None:
     key = f"s_t1/{arm}" + ("" if seed is None else f"/seed{seed}")
     folder = root / key
     folder.mkdir(parents=True)
@@ -22,17 +23,17 @@ def _write(root: Path, arm: str, seed: int | None, solved: set[int], tasks: dict
     rewards = {str(t): 1.0 if t in solved else 0.0 for split in tasks.values() for t in split}
     (folder / "result.json").write_text(json.dumps({
         "format": RESULT_FORMAT, "key": key, "setting": "s_t1", "arm": arm, "seed": seed, "env_seed": 0,
-        "tasks": tasks, "rewards": rewards}))
+        "tasks": tasks, "rewards": rewards, **({} if seconds is None else {"seconds": seconds})}))
 
 
 def test_runs_pair_by_key_and_the_difference_is_the_hand_computed_one(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     for root in (a, b):
         _write(root, "start", None, {1})
-    _write(a, "weights", 0, {1, 2, 4})
-    _write(a, "weights", 1, {1, 2})
+    _write(a, "weights", 0, {1, 2, 4}, seconds=600.0)
+    _write(a, "weights", 1, {1, 2}, seconds=630.0)
     _write(a, "weights", 2, {1})  # no partner in b: left out
-    _write(b, "weights", 0, {1})
+    _write(b, "weights", 0, {1}, seconds=900.0)
     _write(b, "weights", 1, {1, 3})
     rows = compare_grids.compare(compare_grids.collect(a), compare_grids.collect(b), n_boot=2000)
     assert [(r["arm"], r["seeds"]) for r in rows] == [("start", [None]), ("weights", [0, 1])]
@@ -44,6 +45,8 @@ def test_runs_pair_by_key_and_the_difference_is_the_hand_computed_one(tmp_path: 
     assert weights["a_minus_b"]["low"] <= 0.25 <= weights["a_minus_b"]["high"]
     text = compare_grids.render(rows, ("x", "y"), "cmd")
     assert "| s_t1 | weights | 0, 1 | 3 / 2 of 4 | 1 / 2 of 4 |" in text and "+25.0 [" in text
+    assert weights["a_minutes"] == [10.0, 10.5] and weights["b_minutes"] == [15.0, None]
+    assert text.rstrip().splitlines()[-1].endswith("| 10.0 / 10.5 | 15.0 / - |")
 
 
 def test_different_held_out_tasks_are_not_a_matched_pair(tmp_path: Path) -> None:
