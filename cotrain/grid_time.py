@@ -84,7 +84,8 @@ def run_interval(key: str, result: Mapping[str, Any]) -> tuple[datetime, datetim
 
 def grid_time(results: Mapping[str, Mapping[str, Any]]) -> GridTime:
     """The compute, busy wall time, pieces and concurrency of ``results`` (run key -> result dict).
-    ``finished_at`` has whole seconds, so intervals that touch within a second join one piece."""
+    ``finished_at`` has whole seconds, so intervals that touch within a second join one piece and do not
+    count as running at once."""
     intervals: list[tuple[datetime, datetime, str]] = []
     untimed: list[str] = []
     by_tier: dict[str, float] = {}
@@ -107,8 +108,10 @@ def grid_time(results: Mapping[str, Mapping[str, Any]]) -> GridTime:
             pieces[-1].runs.append(key)
         else:
             pieces.append(Piece(start, end, [key]))
-    events = sorted([(s, 1) for s, _, _ in intervals] + [(e, -1) for _, e, _ in intervals],
-                    key=lambda ev: (ev[0], ev[1]))  # an end before a start at the same second
+    # finished_at is cut to the second, so a run that follows another on the same job can seem to start up to
+    # a second before it ended: ends count a second early, and before a start at the same time
+    events = sorted([(s, 1) for s, _, _ in intervals] + [(e - slack, -1) for _, e, _ in intervals],
+                    key=lambda ev: (ev[0], ev[1]))
     going = most = 0
     for _, step in events:
         going += step

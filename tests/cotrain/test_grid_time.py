@@ -48,6 +48,10 @@ def test_runs_back_to_back_end_before_the_next_starts() -> None:
     t = grid_time({"a": timed("weights", 1, "2026-12-07T10:00:10+0000", 10.0),
                    "b": timed("weights", 1, "2026-12-07T10:00:20+0000", 10.0)})
     assert len(t.pieces) == 1 and t.max_concurrent == 1 and t.busy_hours == pytest.approx(20 / 3600)
+    # the next run's start, from its fractional seconds, 0.6 s before the whole-second finish of the last
+    t = grid_time({"a": timed("weights", 1, "2026-12-07T10:00:10+0000", 10.0),
+                   "b": timed("weights", 1, "2026-12-07T10:00:20+0000", 10.6)})
+    assert len(t.pieces) == 1 and t.max_concurrent == 1
 
 
 @pytest.mark.parametrize(("finished", "seconds", "message"), [
