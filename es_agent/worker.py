@@ -47,6 +47,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+REFERENCE_CACHE_SIZE = 64
+"""Recorded reference trajectories a replica keeps (the oldest go first): a generation's rows share its
+(task, reset seed) pairs, and the next generation draws new seeds."""
 
 def episode_seed(env_seed: int, task_id: TaskId) -> int:
     """The reset seed of ``task_id`` under a generation's env seed: the same for every candidate (common
@@ -144,7 +147,8 @@ class Replica:
         """The reference credit of every (row, task) of the last :meth:`run_rows` call that asked for it
         (``credit_scale``), ``(len(rows), len(task_ids))``; ``None`` when it did not."""
         self._references: dict[tuple[TaskId, int], list[ReferenceStep]] = {}
-        """Recorded reference trajectories by (task, reset seed): observations do not depend on the policy."""
+        """Recorded reference trajectories by (task, reset seed), the last :data:`REFERENCE_CACHE_SIZE`:
+        observations do not depend on the policy, and every row of a generation shares its reset seeds."""
         self._env: gym.Env | None = None
         self._move_failure: BaseException | None = None
         self._population: PopulationRunner | None = None
@@ -286,6 +290,8 @@ class Replica:
 
             actions, observations = self._on_env(f"task {task_id!r}: recording its reference", replay)
             self._references[key] = reference_steps(int(task_id), "", observations, actions)
+            while len(self._references) > REFERENCE_CACHE_SIZE:  # a new env seed every generation
+                del self._references[next(iter(self._references))]
         return self._references[key]
 
     def _answer_ok(self, step: ReferenceStep, answer: str) -> bool:

@@ -18,7 +18,7 @@ from es_agent.policy import LLMPolicy, PolicyConfig
 from es_agent.problem import AgentProblem
 from es_agent.reference_credit import soft_margin, step_credit, trajectory_credit
 from es_agent.specs import AgentSpec, EnvSpec
-from es_agent.worker import episode_seed
+from es_agent.worker import REFERENCE_CACHE_SIZE, episode_seed
 
 from .test_problem import AGENT, PROMPT, TARGETS, TOY_ENV, ToyWebEnv, make_problem, rows_tensor  # noqa: F401
 
@@ -141,6 +141,10 @@ def test_training_rows_measure_their_credit_at_their_own_weights_and_genome(
     assert [s.action.split(" ")[0] for s in steps] == ["click", "stop"]
     assert steps[1].history == (steps[0].action,)
     assert equivalent(f"stop [{TARGETS[1]}]", steps[1], replica._answer_ok)
+    for seed in range(REFERENCE_CACHE_SIZE + 3):  # new reset seeds every generation: the oldest go
+        replica.reference(0, seed)
+    assert len(replica._references) == REFERENCE_CACHE_SIZE and (0, 0) not in replica._references
+    assert (0, REFERENCE_CACHE_SIZE + 2) in replica._references
     # the centre's evaluation measures no credit; a problem without credit_scale measures none
     problem.evaluate_centre([0, 1], PROMPT, env_seed=7)
     cold = make_problem(AGENT, REF_ENV)
