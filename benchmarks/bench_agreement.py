@@ -69,7 +69,7 @@ def record(split: str, task_ids: Sequence[int] | None = None, cache_dir: Path = 
     import gymnasium as gym
 
     import webarena_gym
-    from es_agent.agreement import load_trajectories, reference_steps, save_trajectories
+    from es_agent.agreement import ReferenceStep, load_trajectories, reference_steps, save_trajectories
     from webarena_gym.reference import record_solution
 
     digest = task_file_digest(split)
@@ -80,7 +80,7 @@ def record(split: str, task_ids: Sequence[int] | None = None, cache_dir: Path = 
 
     env = gym.make(webarena_gym.ENV_ID, split=split, tasks=None if task_ids is None else list(task_ids))
     inner = cast("WebArenaLiteEnv", env.unwrapped)
-    steps: list[Any] = []
+    steps: list[ReferenceStep] = []
     try:
         for task in inner.tasks:
             result, observations = record_solution(env, task)

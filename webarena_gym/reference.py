@@ -158,11 +158,11 @@ def play_solution(env: Any, task: TaskConfig, obs: dict[str, str]) -> ReplayResu
     )
 
 
-def run_reference(env: Any, task: TaskConfig) -> ReplayResult:
-    """Reset ``env`` on ``task`` (``options={"task_id": ...}``) and replay its reference solution (see
-    :func:`play_solution`); the seconds include the reset."""
+def run_reference(env: Any, task: TaskConfig, *, seed: int | None = None) -> ReplayResult:
+    """Reset ``env`` on ``task`` (``options={"task_id": ...}``, with ``seed``) and replay its reference
+    solution (see :func:`play_solution`); the seconds include the reset."""
     started = time.perf_counter()
-    obs, _ = env.reset(options={"task_id": task.task_id})
+    obs, _ = env.reset(seed=seed, options={"task_id": task.task_id})
     result = play_solution(env, task, obs)
     result.seconds = time.perf_counter() - started
     return result
@@ -176,11 +176,8 @@ def record_solution(env: Any, task: TaskConfig, *, seed: int | None = None
     :class:`ReferenceSolutionError` as :func:`play_solution` does, and when the replay scores below 1."""
     from webarena_gym.wrappers import RecordObservations
 
-    started = time.perf_counter()
     recorder = RecordObservations(env)  # a view on env: nothing to close
-    obs, _ = recorder.reset(seed=seed, options={"task_id": task.task_id})
-    result = play_solution(recorder, task, obs)
-    result.seconds = time.perf_counter() - started
+    result = run_reference(recorder, task, seed=seed)
     if result.reward < 1.0:
         raise ReferenceSolutionError(f"task {task.task_id}: its reference solution scored {result.reward} "
                                      f"on replay ({result.info.get('eval')})")
