@@ -28,6 +28,7 @@ import numpy as np
 from cotrain.checkpoint import atomic_write_json, atomic_write_text
 from cotrain.errors import GridError
 from cotrain.grid import RESULT_FILE, read_result
+from cotrain.grid_chance import headline_chance
 from cotrain.grid_config import HELDOUT_SPLITS, START_ARM, GridConfig, Setting
 from cotrain.grid_stats import Estimate, bootstrap_mean, paired_estimate
 from cotrain.grid_time import grid_time, time_lines
@@ -131,6 +132,7 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
     per_tier: dict[int, dict[str, list[np.ndarray]]] = {}
     weights_gain: list[np.ndarray] = []
     wins: list[dict[str, Any]] = []
+    trio_totals: list[np.ndarray] = []  # per counted setting: (seeds, 3) held-out successes, TRIO order
     every = report_settings(grid, results)
     for s in every:
         mine = {k: r for k, r in results.items() if r["setting"] == s.name}
@@ -181,8 +183,9 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
                 for split in SPLITS if outcome_matrix([sa[common[0]]], split).shape[1]}}
         matched = headline_seeds(seeded)
         if matched:
-            means = {arm: float(outcome_matrix([seeded[arm][k] for k in matched], "heldout").mean())
-                     for arm in TRIO}
+            solved = {arm: outcome_matrix([seeded[arm][k] for k in matched], "heldout") for arm in TRIO}
+            means = {arm: float(m.mean()) for arm, m in solved.items()}
+            trio_totals.append(np.stack([solved[arm].sum(axis=1) for arm in TRIO], axis=1))
             wins.append({"setting": s.name, "seeds": matched, "means": means,
                          "beats": means["both"] > max(means["prompts"], means["weights"]),
                          "at_least": means["both"] >= max(means["prompts"], means["weights"]),
@@ -210,7 +213,10 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
         "headlines": {
             "coevolution": {"k": sum(w["beats"] for w in wins),
                             "k_at_least": sum(w["at_least"] for w in wins),
-                            "zero_ties": sum(w["zero_tie"] for w in wins), "m": len(wins), "settings": wins},
+                            "zero_ties": sum(w["zero_tie"] for w in wins), "m": len(wins), "settings": wins,
+                            "chance": headline_chance(
+                                trio_totals, beats=sum(w["beats"] for w in wins),
+                                at_least=sum(w["at_least"] for w in wins)).to_dict() if wins else None},
             "weights_vs_start": _est(bootstrap_mean(pooled, n_boot=_N_BOOT)) if pooled is not None else None},
         "tiers": tiers,
         "runs": {k: dict(r) for k, r in sorted(results.items())},
@@ -312,6 +318,19 @@ def headline_lines(report: Mapping[str, Any]) -> list[str]:
     return [first, second]
 
 
+def chance_line(report: Mapping[str, Any]) -> str | None:
+    """The co-evolution headline against its chance level (:mod:`cotrain.grid_chance`); ``None`` before a
+    setting is counted (or in a report written before the chance level existed)."""
+    chance = report["headlines"]["coevolution"].get("chance")
+    if not chance:
+        return None
+    b, a = chance["beats"], chance["at_least"]
+    return (f"by chance (each seed's three trained runs exchangeable, arm labels carrying nothing), "
+            f"co-evolution would beat both in {b['expected']:.1f} of {b['settings']} settings on average "
+            f"(P(at least {b['observed']}) = {b['p_value']:.2f}) and be at least as good in "
+            f"{a['expected']:.1f} (P(at least {a['observed']}) = {a['p_value']:.2f})")
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header),
             *("| " + " | ".join(row) + " |" for row in rows)]
@@ -330,7 +349,8 @@ def render_markdown(report: Mapping[str, Any], pngs: Mapping[str, str]) -> str:
              "(seeds and tasks resampled), in percent; differences are paired on the same tasks with the "
              "same env seed, in points. `start` is the base model with the No-Skill genome (no training).",
              "",
-             "## Headlines", "", *(f"- {line}" for line in headline_lines(report)), "",
+             "## Headlines", "", *(f"- {line}" for line in headline_lines(report)),
+             *([f"  - {chance}"] if (chance := chance_line(report)) else []), "",
              "## Held-out success per setting and arm", ""]
     rows = []
     for name, s in report["settings"].items():

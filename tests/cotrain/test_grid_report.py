@@ -14,7 +14,7 @@ from cotrain.checkpoint import atomic_write_json
 from cotrain.errors import GridError
 from cotrain.grid import RESULT_FORMAT
 from cotrain.grid_config import grid_config_from_dict
-from cotrain.grid_report import build_report, collect_results, headline_lines, write_report
+from cotrain.grid_report import build_report, chance_line, collect_results, headline_lines, write_report
 
 REPO = Path(__file__).resolve().parents[2]
 TEST, UNSEEN = [1, 2], [3, 4]
@@ -152,6 +152,17 @@ def test_a_tie_where_no_arm_and_not_the_start_solves_a_task_is_counted_apart(tmp
     assert [w["zero_tie"] for w in co["settings"]] == [False, True, False]
     assert "at least as good in 3 of 3, 1 of them ties where no arm and not the start solves" in \
         headline_lines(report)[0]
+    # Chance level: s1's seeds each total (both 2, prompts 1, weights 1); with the labels shuffled per seed,
+    # both beats when it gets the 2 in both seeds (1/9) and ties when in one (4/9); s2 and s3 tie at 0 always
+    chance = co["chance"]
+    assert chance["beats"] == pytest.approx({"observed": 1, "settings": 3, "expected": 1 / 9,
+                                             "p_value": 1 / 9})
+    assert chance["at_least"] == pytest.approx({"observed": 3, "settings": 3, "expected": 2 + 5 / 9,
+                                                "p_value": 5 / 9})
+    assert chance_line(report) == (
+        "by chance (each seed's three trained runs exchangeable, arm labels carrying nothing), co-evolution "
+        "would beat both in 0.1 of 3 settings on average (P(at least 1) = 0.11) and be at least as good in "
+        "2.6 (P(at least 3) = 0.56)")
 
 
 def test_the_same_run_with_other_overrides_does_not_merge(tmp_path: Path) -> None:
