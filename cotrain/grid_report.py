@@ -205,18 +205,17 @@ def build_report(grid: GridConfig, results: Mapping[str, Mapping[str, Any]], *, 
                 tiers[str(tier)][arm] = _est(bootstrap_mean(pooled_tier, n_boot=_N_BOOT))
     pooled = _pool(weights_gain)
     keys = expected_keys(grid, every)
+    k, k_at_least = sum(w["beats"] for w in wins), sum(w["at_least"] for w in wins)
     return {
         "format": REPORT_FORMAT, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": command,
         "machine": machine_info(), "grid": str(grid.path), "base": str(grid.base),
         "dirs": [str(d) for d in dirs],
         "seeds": list(grid.seeds), "arms": list(grid.arm_names), "settings": settings,
         "headlines": {
-            "coevolution": {"k": sum(w["beats"] for w in wins),
-                            "k_at_least": sum(w["at_least"] for w in wins),
+            "coevolution": {"k": k, "k_at_least": k_at_least,
                             "zero_ties": sum(w["zero_tie"] for w in wins), "m": len(wins), "settings": wins,
-                            "chance": headline_chance(
-                                trio_totals, beats=sum(w["beats"] for w in wins),
-                                at_least=sum(w["at_least"] for w in wins)).to_dict() if wins else None},
+                            "chance": headline_chance(trio_totals, beats=k, at_least=k_at_least).to_dict()
+                            if wins else None},
             "weights_vs_start": _est(bootstrap_mean(pooled, n_boot=_N_BOOT)) if pooled is not None else None},
         "tiers": tiers,
         "runs": {k: dict(r) for k, r in sorted(results.items())},
