@@ -274,3 +274,51 @@ def test_the_actual_budget_counts_the_teacher_forced_credit_steps(toy_config: An
     budget = actual_budget(cfg, metrics)
     assert (budget["train_episodes"], budget["steps"], budget["credit_steps"]) == (8, 11, 22)
     assert actual_budget(cfg, [{"iter": 1, "rollouts_done": 4, "env_steps": 6}])["credit_steps"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_centre_agreement_scores_the_start_and_each_centre_once(grid: Grid, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                chromium_path: str) -> None:
+    """benchmarks.centre_agreement on the tiny grid: the start (generation 0, the baseline genome) and the
+    co-evolution centre (its last generation, the checksum the run recorded) are scored teacher-forced on the
+    same held-out reference steps; a pick agrees exactly where its credit is above 0; a second call scores
+    nothing again."""
+    from benchmarks import centre_agreement as ca
+
+    monkeypatch.setenv("WEBARENA_CHROMIUM", chromium_path)
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    args = ["--grid", f"tiny={grid.out_a}", "--arms", "both", "--out", str(tmp_path / "ca")]
+    assert ca.main(args) == 0
+    data = json.loads((tmp_path / "ca.json").read_text())
+    scored = data["scored"]
+    assert set(scored) == {f"start:{A}", f"tiny:{A}/both/seed0"}
+    start, centre = scored[f"start:{A}"], scored[f"tiny:{A}/both/seed0"]
+    result = json.loads((grid.out_a / A / "both" / "seed0" / "result.json").read_text())
+    assert start["generation"] == 0 and centre["generation"] == result["generation"] == 2
+    assert start["genome"] == {"system": "webarena", "skills": "no_skill", "action_format": "direct"}
+    from cotrain.checkpoint import RunDir
+
+    recorded = RunDir.open(grid.out_a / result["run_dir"]).load_state().checksum
+    assert recorded is not None and centre["checksum"] == recorded  # the centre the run ended with
+    heldout = {str(t) for part in ("test", "test_unseen") for t in result["tasks"][part]}
+    for entry in (start, centre):
+        assert {str(s["task_id"]) for s in entry["steps"]} == heldout
+        for s in entry["steps"]:
+            assert -1.0 <= s["credit"] <= 1.0
+            if s["credit"] != 0.0:
+                assert s["agree"] == (s["credit"] > 0), s
+    assert [(s["task_id"], s["index"]) for s in start["steps"]] == \
+        [(s["task_id"], s["index"]) for s in centre["steps"]]
+    (row,) = data["summary"]
+    assert (row["setting"], row["grid"], row["arm"], row["seeds"]) == (A, "tiny", "both", [0])
+    for field in ("agree", "credit"):
+        c, s = ca.per_task(centre["steps"], field), ca.per_task(start["steps"], field)
+        assert row[f"{field}_vs_start"]["mean"] == pytest.approx(sum(c[t] - s[t] for t in s) / len(s))
+
+    def never(*_: object, **__: object) -> None:
+        raise AssertionError("scored again")
+
+    monkeypatch.setattr(ca, "score_run", never)
+    assert ca.main(args) == 0
