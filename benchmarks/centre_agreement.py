@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import BenchmarkError, machine_info, torch_threads
-from benchmarks.compare_grids import collect
+from benchmarks.heldout_by_generation import finished_runs
 from cotrain.checkpoint import atomic_write_json, atomic_write_text
 from cotrain.grid_stats import bootstrap_mean, paired_estimate
 
@@ -58,12 +58,8 @@ def parse_grids(items: Sequence[str]) -> dict[str, Path]:
 def chosen_runs(grids: Mapping[str, Path], settings: Sequence[str] | None, arms: Sequence[str],
                 seeds: Sequence[int] | None) -> list[tuple[str, Path, dict[str, Any]]]:
     """``(label, grid dir, result)`` of each finished trained run of ``arms`` whose run directory is there."""
-    out = []
-    for label, folder in grids.items():
-        for result in collect(folder, seeds).values():
-            wanted = result["arm"] in arms and (not settings or result["setting"] in settings)
-            if wanted and "run_dir" in result and (folder / result["run_dir"] / "run.json").is_file():
-                out.append((label, folder, result))
+    out = [(label, folder, result) for label, folder in grids.items()
+           for result in finished_runs(folder, arms, settings) if seeds is None or result["seed"] in seeds]
     return sorted(out, key=lambda x: (x[2]["setting"], x[0], x[2]["arm"], x[2]["seed"]))
 
 
@@ -173,8 +169,7 @@ def summarise(scored: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
             row[field] = _est(bootstrap_mean(matrix))
             row[f"start_{field}"] = _est(bootstrap_mean([[base[t] for t in tasks]]))
             row[f"{field}_vs_start"] = _est(paired_estimate(matrix, [[base[t] for t in tasks]]))
-            row[f"{field}_steps"] = [sum(bool(s[field] > 0) if field == "credit" else bool(s[field])
-                                         for s in e["steps"]) for e in entries]
+        row["agree_steps"] = [sum(bool(s["agree"]) for s in e["steps"]) for e in entries]
         out.append(row)
     return out
 
